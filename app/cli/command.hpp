@@ -1,0 +1,51 @@
+#pragma once
+// strata-cli's subcommands: each .cpp in app/cli registers one with STRATA_COMMAND. Output is JSON on stdout;
+// errors are one line on stderr ("error: ...") and a non-zero exit status.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace strata::cli {
+
+// "--key value" options and "--flag" switches, in order of appearance.
+class Args {
+public:
+    Args(int argc, char** argv, int first);
+    bool has(const std::string& key) const;                 // --flag or --key value present
+    std::optional<std::string> get(const std::string& key) const;
+    std::string require(const std::string& key) const;     // throws UsageError when missing
+    std::string get_or(const std::string& key, const std::string& fallback) const;
+    int64_t get_int(const std::string& key, int64_t fallback) const;
+    double get_double(const std::string& key, double fallback) const;
+    // Comma-separated integers ("128000,9906,1917"); throws UsageError on anything else.
+    std::vector<int32_t> get_ids(const std::string& key) const;
+    // Fails with UsageError if an option other than these was given (typos must not be silently ignored).
+    void allow_only(const std::vector<std::string>& keys) const;
+
+private:
+    std::map<std::string, std::string> values_;
+    std::vector<std::string> order_;
+};
+
+struct UsageError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+struct Command {
+    const char* name;
+    const char* usage;    // "--model PATH [--bos] ..."
+    const char* summary;  // one line
+    int (*run)(const Args&);
+};
+
+bool register_command(const Command& c);
+const std::map<std::string, Command>& commands();
+
+}  // namespace strata::cli
+
+#define STRATA_CONCAT_(a, b) a##b
+#define STRATA_CONCAT(a, b) STRATA_CONCAT_(a, b)
+#define STRATA_COMMAND(...) \
+    static const bool STRATA_CONCAT(strata_cmd_registered_, __LINE__) = ::strata::cli::register_command(__VA_ARGS__)

@@ -1,0 +1,108 @@
+#pragma once
+// The small op set the forward pass is written over. Backends supply the ops:
+//   cpu    - the reference: plain, multithreaded, float32 math (engine/src/cpu)
+//   vulkan - the fast one: GLSL compute shaders (engine/src/vulkan)
+//
+// Execution model: ops are *recorded* between begin() and submit(). The CPU backend runs each op as it is
+// called; the Vulkan backend records the whole step into one command buffer and runs it at submit().
+// Results read back with readback() are valid after submit() returns.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strata/model.hpp"
+#include "strata/tensor.hpp"
+
+namespace strata {
+
+// A float32 activation buffer owned by the backend, or a range of one: elements [offset, offset + count).
+struct Buf {
+    uint32_t id = UINT32_MAX;
+    int64_t offset = 0;  // in floats
+    int64_t count = 0;   // in floats
+    bool valid() const { return id != UINT32_MAX; }
+    Buf at(int64_t off, int64_t n) const { return Buf{id, offset + off, n}; }
+};
+
+// A pending device-to-host copy, fetched after submit().
+struct Readback {
+    uint32_t id = UINT32_MAX;
+};
+
+struct TokenScore {
+    int32_t id = 0;
+    float logit = 0.0f;
+};
+
+struct BackendInfo {
+    std::string backend;       // "cpu" or "vulkan"
+    std::string device;        // "AMD Ryzen ... (16 threads)" / "NVIDIA H200" / "llvmpipe (LLVM 15.0.6, 256 bits)"
+    std::string device_type;   // "cpu", "discrete", "integrated", "virtual", "cpu (lavapipe)"
+    std::string driver;        // driver name and version where known
+};
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+    virtual BackendInfo info() const = 0;
+
+    // Binds (CPU) or uploads (Vulkan) every weight of `model` and precomputes freqs_cis for RoPE
+    // (theta, Llama 3.1 scaling or GGUF rope_freqs). The model must outlive the backend.
+    virtual void load(const Model& model, const LoadProgress& progress = {}) = 0;
+
+    // A zero-initialised float32 buffer of n elements (activations, KV cache, scratch).
+    virtual Buf alloc(int64_t n, std::string_view debug_name) = 0;
+    virtual void free(Buf b) = 0;
+
+    virtual void begin() = 0;   // start recording a step
+    virtual void submit() = 0;  // run what was recorded and wait for it
+
+    // ---- ops (recorded) ----
+    // out[t, :] = tok_embeddings[tokens[t], :]                           out: [T, dim]
+    virtual void embed(Buf out, std::span<const int32_t> tokens) = 0;
+    // out[t, :] = x[t, :] / sqrt(mean(x[t, :]^2) + eps) * weight          x, out: [T, n]; weight: [n]
+    virtual void rmsnorm(Buf out, Buf x, const TensorView& weight, int64_t T, float eps) = 0;
+    // out[t, :] = w @ x[t, :]   (x @ w^T)                                x: [T, in]; w: [out, in]; out: [T, out]
+    // T == 1 is decode (matrix-vector), T > 1 is prefill (matrix-matrix).
+    virtual void matmul(Buf out, Buf x, const TensorView& w, int64_t T) = 0;
+    // Rotates interleaved pairs (Meta layout) of each head at positions pos0 .. pos0+T-1 by freqs_cis.
+    // x: [T, n_heads * head_dim], in place.
+    virtual void rope(Buf x, int64_t T, int64_t n_heads, int64_t pos0) = 0;
+    // Causal grouped-query attention of T new queries at positions pos0.. over cache rows [0, pos0+T).
+    // q: [T, n_heads*head_dim]; k_cache, v_cache: [max_seq, n_kv_heads*head_dim] (already holding the new rows);
+    // out: [T, n_heads*head_dim]. When probs is valid it receives softmax probabilities [n_heads, T, pos0+T].
+    virtual void attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs) = 0;
+    // out = silu(a) * b, elementwise over n                              (SwiGLU: silu(w1 x) * (w3 x))
+    virtual void swiglu(Buf out, Buf a, Buf b, int64_t n) = 0;
+    // out = a + b, elementwise over n (out may alias a)
+    virtual void add(Buf out, Buf a, Buf b, int64_t n) = 0;
+    // dst[0..n) = src[0..n)
+    virtual void copy(Buf dst, Buf src, int64_t n) = 0;
+    // The k largest of row[0..n) (descending by value, ties by lower id), fetched with topk_result().
+    virtual Readback topk(Buf row, int64_t n, int64_t k) = 0;
+    // A copy of src[0..n) to the host, fetched after submit().
+    virtual Readback readback(Buf src, int64_t n) = 0;
+
+    // ---- results (after submit) ----
+    virtual std::vector<float> fetch(Readback r) = 0;
+    virtual std::vector<TokenScore> topk_result(Readback r) = 0;
+};
+
+// "cpu" or "vulkan"; device_index < 0 picks the best device. Throws DeviceError / UnsupportedError.
+struct BackendOptions {
+    std::string name = "cpu";
+    int device_index = -1;
+    int threads = 0;           // CPU: 0 = hardware concurrency
+    bool validation = false;   // Vulkan: enable VK_LAYER_KHRONOS_validation (also by STRATA_VK_VALIDATION=1)
+    uint64_t max_binding_range = 0;  // Vulkan tests: force a smaller maxStorageBufferRange (0 = device's)
+};
+std::unique_ptr<Backend> make_backend(const BackendOptions& options);
+
+// freqs_cis as model.py computes it (with Llama 3.1 apply_scaling, or GGUF rope_freqs factors):
+// the angle frequency of pair i is freqs[i], i in [0, head_dim/2). Position p rotates pair i by p * freqs[i].
+std::vector<double> rope_frequencies(const ModelConfig& config, std::span<const float> gguf_factors = {});
+
+}  // namespace strata

@@ -1,0 +1,108 @@
+#include "support.hpp"
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+
+namespace strata::test {
+
+fs::path reference_dir() {
+    if (const char* e = std::getenv("STRATA_REFERENCE_DIR")) return e;
+    return STRATA_REFERENCE_DIR;
+}
+
+fs::path tokenizer_json() {
+    fs::path p = fs::path(STRATA_CACHE_DIR) / "tokenizer" / "tokenizer.json";
+    if (const char* e = std::getenv("STRATA_TOKENIZER_JSON")) p = e;
+    if (!fs::exists(p))
+        throw std::runtime_error("tokenizer.json not found at " + p.string() + ": run scripts/setup first");
+    return p;
+}
+
+nlohmann::json expected() {
+    std::ifstream f(reference_dir() / "expected.json");
+    if (!f) throw std::runtime_error("cannot read " + (reference_dir() / "expected.json").string());
+    return nlohmann::json::parse(f);
+}
+
+namespace {
+struct TempRoot {
+    fs::path root;
+    TempRoot() {
+        root = fs::path(STRATA_BINARY_DIR) / "tmp" / ("run-" + std::to_string(::getpid()));
+        fs::remove_all(root);
+        fs::create_directories(root);
+    }
+    ~TempRoot() {
+        std::error_code ec;
+        fs::remove_all(root, ec);
+    }
+};
+TempRoot& temp_root() {
+    static TempRoot r;
+    return r;
+}
+}  // namespace
+
+fs::path temp_dir(const std::string& tag) {
+    static std::atomic<int> counter{0};
+    fs::path p = temp_root().root / (tag + "-" + std::to_string(counter++));
+    fs::create_directories(p);
+    return p;
+}
+
+fs::path golden_hf_dir() {
+    static std::mutex m;
+    static fs::path dir;
+    std::lock_guard<std::mutex> lock(m);
+    if (dir.empty()) {
+        fs::path d = temp_dir("golden-hf");
+        for (const char* f : {"config.json", "generation_config.json", "model.safetensors"})
+            fs::create_symlink(reference_dir() / "model" / f, d / f);
+        fs::create_symlink(tokenizer_json(), d / "tokenizer.json");
+        dir = d;
+    }
+    return dir;
+}
+
+double rel_l2(std::span<const float> a, std::span<const float> b) {
+    if (a.size() != b.size()) return INFINITY;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        double d = double(a[i]) - double(b[i]);
+        num += d * d;
+        den += double(b[i]) * double(b[i]);
+    }
+    if (den == 0) return num == 0 ? 0 : INFINITY;
+    return std::sqrt(num / den);
+}
+
+bool all_finite(std::span<const float> a) {
+    for (float x : a)
+        if (!std::isfinite(x)) return false;
+    return true;
+}
+
+void write_file(const fs::path& p, std::string_view bytes) {
+    std::ofstream f(p, std::ios::binary);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!f) throw std::runtime_error("cannot write " + p.string());
+}
+
+std::string read_file(const fs::path& p) {
+    std::ifstream f(p, std::ios::binary);
+    if (!f) throw std::runtime_error("cannot read " + p.string());
+    std::ostringstream s;
+    s << f.rdbuf();
+    return s.str();
+}
+
+}  // namespace strata::test

