@@ -1,0 +1,66 @@
+#pragma once
+// The forward pass, written once over the Backend ops, readable beside model.py.
+#include <atomic>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "strata/backend.hpp"
+#include "strata/model.hpp"
+#include "strata/trace.hpp"
+
+namespace strata {
+
+// The KV cache of one sequence: per layer k and v, [max_seq, n_kv_heads * head_dim], on the backend.
+class KVCache {
+public:
+    KVCache(Backend& backend, const ModelConfig& config, int64_t max_seq);
+    ~KVCache();
+    KVCache(const KVCache&) = delete;
+    KVCache& operator=(const KVCache&) = delete;
+
+    int64_t capacity() const { return max_seq_; }
+    int64_t size() const { return size_; }       // positions filled
+    void truncate(int64_t n);                    // forget positions >= n (regenerate, edit)
+    Buf k(int64_t layer) const { return k_[layer]; }
+    Buf v(int64_t layer) const { return v_[layer]; }
+
+private:
+    friend class Transformer;
+    Backend* backend_;
+    int64_t max_seq_;
+    int64_t size_ = 0;
+    std::vector<Buf> k_, v_;
+};
+
+class Transformer {
+public:
+    // The backend must already have load()ed the model.
+    Transformer(const Model& model, Backend& backend);
+    ~Transformer();
+
+    // Prefill: all `tokens` at positions cache.size().. in one pass (matrix-matrix products).
+    // Decode: one token at position cache.size() (matrix-vector products).
+    // Both append to the cache and return the trace (always with last_logits and the requested top-k).
+    // Throws InputError for an empty prompt, a token id >= vocab, or a sequence longer than the cache;
+    // Cancelled when *cancel becomes true (checked between layers for prefill).
+    Trace prefill(KVCache& cache, std::span<const int32_t> tokens, const TraceRequest& request,
+                  const std::atomic<bool>* cancel = nullptr);
+    Trace decode(KVCache& cache, int32_t token, const TraceRequest& request);
+
+    const Model& model() const { return *model_; }
+    Backend& backend() const { return *backend_; }
+
+private:
+    Trace step(KVCache& cache, std::span<const int32_t> tokens, const TraceRequest& request,
+               const std::atomic<bool>* cancel);
+    struct Scratch;
+    const Model* model_;
+    Backend* backend_;
+    std::unique_ptr<Scratch> scratch_;
+};
+
+// Checks every weight for NaN/Inf (ModelError naming the first bad tensor and element).
+void check_weights_finite(const Model& model);
+
+}  // namespace strata
