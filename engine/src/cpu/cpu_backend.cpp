@@ -1,0 +1,304 @@
+#include "cpu/cpu_backend.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <thread>
+
+#include "cpu/kernels.hpp"
+#include "strata/error.hpp"
+
+namespace strata::cpu {
+
+namespace {
+
+std::string cpu_model_name() {
+    std::ifstream f("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(f, line)) {
+        if (line.rfind("model name", 0) == 0) {
+            auto colon = line.find(':');
+            if (colon != std::string::npos) {
+                std::string name = line.substr(colon + 1);
+                while (!name.empty() && name.front() == ' ') name.erase(name.begin());
+                return name;
+            }
+        }
+    }
+    return "CPU";
+}
+
+// Orders logits for top-k: larger value first, lower id on ties; NaN sorts after everything so that a broken
+// row still gives a strict weak ordering.
+bool ranks_before(float a, int32_t ia, float b, int32_t ib) {
+    const bool na = std::isnan(a), nb = std::isnan(b);
+    if (na != nb) return nb;
+    if (!na && a != b) return a > b;
+    return ia < ib;
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(const BackendOptions& options) : pool_(options.threads) {}
+
+BackendInfo CpuBackend::info() const {
+    BackendInfo i;
+    i.backend = "cpu";
+    i.device = cpu_model_name() + " (" + std::to_string(pool_.size()) + " threads)";
+    i.device_type = "cpu";
+    i.driver = "strata cpu reference";
+    return i;
+}
+
+void CpuBackend::load(const Model& model, const LoadProgress& progress) {
+    model.config.validate();
+    int64_t done = 0;
+    const int64_t total = static_cast<int64_t>(model.tensors.size());
+    uint64_t bytes = 0, total_bytes = 0;
+    for (const auto& [name, t] : model.tensors) total_bytes += t.nbytes;
+    // Weights stay where they are mapped; only check now that every one can be widened, so that an
+    // unsupported type fails at load and not in the middle of a forward pass.
+    for (const auto& [name, t] : model.tensors) {
+        if (progress.cancel && progress.cancel->load()) throw Cancelled();
+        if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
+            throw UnsupportedError("not supported yet: " + std::string(dtype_name(t.dtype)) + " in " +
+                                   (t.source_name.empty() ? name : t.source_name) + " (CPU backend)");
+        bytes += t.nbytes;
+        ++done;
+        if (progress.on_progress) progress.on_progress(bytes, total_bytes, done, total);
+    }
+    freqs_ = rope_frequencies(model.config, model.rope_freqs_factors);
+    model_ = &model;
+}
+
+const ModelConfig& CpuBackend::config(const char* op) const {
+    if (!model_) throw Error(std::string("cpu backend: ") + op + " before load()");
+    return model_->config;
+}
+
+Buf CpuBackend::alloc(int64_t n, std::string_view debug_name) {
+    if (n < 0) throw Error("cpu backend: negative size for buffer " + std::string(debug_name));
+    uint32_t id;
+    if (!free_ids_.empty()) {
+        id = free_ids_.back();
+        free_ids_.pop_back();
+    } else {
+        id = static_cast<uint32_t>(buffers_.size());
+        buffers_.emplace_back();
+        live_.push_back(false);
+    }
+    buffers_[id].assign(static_cast<size_t>(n), 0.0f);
+    live_[id] = true;
+    return Buf{id, 0, n};
+}
+
+void CpuBackend::free(Buf b) {
+    if (!b.valid() || b.id >= buffers_.size() || !live_[b.id]) return;
+    std::vector<float>().swap(buffers_[b.id]);
+    live_[b.id] = false;
+    free_ids_.push_back(b.id);
+}
+
+void CpuBackend::begin() { results_.clear(); }
+
+float* CpuBackend::span_of(Buf b, int64_t n, const char* op) {
+    if (!b.valid() || b.id >= buffers_.size() || !live_[b.id])
+        throw Error(std::string("cpu backend: ") + op + ": invalid buffer");
+    const auto size = static_cast<int64_t>(buffers_[b.id].size());
+    if (b.offset < 0 || n < 0 || b.offset + n > size)
+        throw Error(std::string("cpu backend: ") + op + ": range [" + std::to_string(b.offset) + ", " +
+                    std::to_string(b.offset + n) + ") outside a buffer of " + std::to_string(size) + " floats");
+    return buffers_[b.id].data() + b.offset;
+}
+
+void CpuBackend::embed(Buf out, std::span<const int32_t> tokens) {
+    const ModelConfig& c = config("embed");
+    const TensorView& tok_embeddings = model_->tensor("tok_embeddings");  // [vocab, dim]
+    const auto T = static_cast<int64_t>(tokens.size());
+    float* o = span_of(out, T * c.dim, "embed");  // [T, dim]
+    for (int64_t t = 0; t < T; ++t) {
+        const int32_t id = tokens[static_cast<size_t>(t)];
+        if (id < 0 || id >= tok_embeddings.rows())
+            throw InputError("token id " + std::to_string(id) + " at position " + std::to_string(t) +
+                             " is outside the vocabulary (0.." + std::to_string(tok_embeddings.rows() - 1) + ")");
+        widen_row(tok_embeddings, id, o + t * c.dim);
+    }
+}
+
+void CpuBackend::rmsnorm(Buf out, Buf x, const TensorView& weight, int64_t T, float eps) {
+    const int64_t n = weight.numel();
+    float* o = span_of(out, T * n, "rmsnorm");        // [T, n]
+    const float* xs = span_of(x, T * n, "rmsnorm");   // [T, n]
+    std::vector<float> g(static_cast<size_t>(n));     // [n] the gain, widened once
+    widen_row(weight, 0, g.data());
+    pool_.parallel_for(T, 1, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+            const float* row = xs + t * n;
+            double ss = 0;
+            for (int64_t i = 0; i < n; ++i) ss += double(row[i]) * row[i];
+            // model.py: x * rsqrt(mean(x^2) + eps), then times the gain.
+            const float inv = static_cast<float>(1.0 / std::sqrt(ss / double(n) + double(eps)));
+            for (int64_t i = 0; i < n; ++i) o[t * n + i] = (row[i] * inv) * g[i];
+        }
+    });
+}
+
+void CpuBackend::matmul(Buf out, Buf x, const TensorView& w, int64_t T) {
+    const int64_t rows = w.rows(), cols = w.cols();
+    float* o = span_of(out, T * rows, "matmul");       // [T, rows]
+    const float* xs = span_of(x, T * cols, "matmul");  // [T, cols]
+    if (out.id == x.id) throw Error("cpu backend: matmul output aliases its input (" + w.name + ")");
+    if (T == 1) {
+        // Decode: one pass over the weights, split by output rows.
+        pool_.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) { matvec(w, xs, o, r0, r1); });
+        return;
+    }
+    // Prefill: each block of rows is widened once and used for every token.
+    pool_.parallel_for(rows, kRowBlock, [&](int64_t r0, int64_t r1) {
+        thread_local std::vector<float> scratch;  // [kRowBlock, cols]
+        scratch.resize(static_cast<size_t>(kRowBlock * cols));
+        matmul_rows(w, xs, T, o, r0, r1, scratch.data());
+    });
+}
+
+void CpuBackend::rope(Buf x, int64_t T, int64_t n_heads, int64_t pos0) {
+    const ModelConfig& c = config("rope");
+    const int64_t head_dim = c.head_dim, half = head_dim / 2;
+    float* xs = span_of(x, T * n_heads * head_dim, "rope");  // [T, n_heads * head_dim]
+    pool_.parallel_for(T, 1, [&](int64_t t0, int64_t t1) {
+        std::vector<double> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));  // [head_dim/2]
+        for (int64_t t = t0; t < t1; ++t) {
+            // The angle in double: at positions in the thousands a float angle would lose the low bits
+            // that the high-frequency pairs depend on.
+            const double pos = static_cast<double>(pos0 + t);
+            for (int64_t i = 0; i < half; ++i) {
+                const double angle = pos * freqs_[static_cast<size_t>(i)];
+                cs[static_cast<size_t>(i)] = std::cos(angle);
+                sn[static_cast<size_t>(i)] = std::sin(angle);
+            }
+            for (int64_t h = 0; h < n_heads; ++h) {
+                float* v = xs + (t * n_heads + h) * head_dim;  // [head_dim] pairs (re, im), Meta layout
+                for (int64_t i = 0; i < half; ++i) {
+                    const double re = v[2 * i], im = v[2 * i + 1];
+                    const double c0 = cs[static_cast<size_t>(i)], s0 = sn[static_cast<size_t>(i)];
+                    v[2 * i] = static_cast<float>(re * c0 - im * s0);
+                    v[2 * i + 1] = static_cast<float>(re * s0 + im * c0);
+                }
+            }
+        }
+    });
+}
+
+void CpuBackend::attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs) {
+    const ModelConfig& c = config("attention");
+    const int64_t head_dim = c.head_dim, n_heads = c.n_heads, n_rep = c.n_rep();
+    const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), L = pos0 + T;
+    float* o = span_of(out, T * q_dim, "attention");          // [T, n_heads * head_dim]
+    const float* xq = span_of(q, T * q_dim, "attention");     // [T, n_heads * head_dim]
+    const float* keys = span_of(k_cache, L * kv_dim, "attention");    // [pos0 + T, n_kv_heads * head_dim]
+    const float* values = span_of(v_cache, L * kv_dim, "attention");  // [pos0 + T, n_kv_heads * head_dim]
+    float* p_out = probs.valid() ? span_of(probs, n_heads * T * L, "attention") : nullptr;  // [n_heads, T, L]
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+    // One work item per (head, query): heads alone would leave threads idle on models with few heads.
+    pool_.parallel_for(n_heads * T, 1, [&](int64_t i0, int64_t i1) {
+        thread_local std::vector<float> scores;  // [pos0 + t + 1]
+        for (int64_t item = i0; item < i1; ++item) {
+            const int64_t h = item / T, t = item % T;
+            const int64_t kv_h = h / n_rep;     // grouped-query: n_rep query heads share a kv head
+            const int64_t n_keys = pos0 + t + 1;  // causal mask: keys up to the query's own position
+            scores.resize(static_cast<size_t>(n_keys));
+            const float* qv = xq + t * q_dim + h * head_dim;  // [head_dim]
+            float mx = -std::numeric_limits<float>::infinity();
+            for (int64_t j = 0; j < n_keys; ++j) {
+                const float s = dot(qv, keys + j * kv_dim + kv_h * head_dim, head_dim) * scale;
+                scores[static_cast<size_t>(j)] = s;
+                mx = std::max(mx, s);
+            }
+            double sum = 0;
+            for (int64_t j = 0; j < n_keys; ++j) {
+                const float e = std::exp(scores[static_cast<size_t>(j)] - mx);
+                scores[static_cast<size_t>(j)] = e;
+                sum += e;
+            }
+            const float inv = static_cast<float>(1.0 / sum);
+            float* ov = o + t * q_dim + h * head_dim;  // [head_dim]
+            std::fill(ov, ov + head_dim, 0.0f);
+            for (int64_t j = 0; j < n_keys; ++j) {
+                const float p = scores[static_cast<size_t>(j)] * inv;
+                scores[static_cast<size_t>(j)] = p;
+                axpy(p, values + j * kv_dim + kv_h * head_dim, ov, head_dim);
+            }
+            if (p_out) {
+                float* row = p_out + (h * T + t) * L;  // [L]
+                std::copy(scores.begin(), scores.end(), row);
+                std::fill(row + n_keys, row + L, 0.0f);
+            }
+        }
+    });
+}
+
+void CpuBackend::swiglu(Buf out, Buf a, Buf b, int64_t n) {
+    float* o = span_of(out, n, "swiglu");
+    const float* as = span_of(a, n, "swiglu");
+    const float* bs = span_of(b, n, "swiglu");
+    pool_.parallel_for(n, 4096, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+            const float x = as[i];
+            o[i] = x / (1.0f + std::exp(-x)) * bs[i];  // silu(x) = x * sigmoid(x)
+        }
+    });
+}
+
+void CpuBackend::add(Buf out, Buf a, Buf b, int64_t n) {
+    float* o = span_of(out, n, "add");
+    const float* as = span_of(a, n, "add");
+    const float* bs = span_of(b, n, "add");
+    for (int64_t i = 0; i < n; ++i) o[i] = as[i] + bs[i];
+}
+
+void CpuBackend::copy(Buf dst, Buf src, int64_t n) {
+    float* d = span_of(dst, n, "copy");
+    const float* s = span_of(src, n, "copy");
+    std::memmove(d, s, static_cast<size_t>(n) * sizeof(float));
+}
+
+Readback CpuBackend::topk(Buf row, int64_t n, int64_t k) {
+    const float* xs = span_of(row, n, "topk");  // [n]
+    k = std::clamp<int64_t>(k, 0, n);
+    std::vector<int32_t> ids(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                      [&](int32_t a, int32_t b) { return ranks_before(xs[a], a, xs[b], b); });
+    Result r;
+    r.is_topk = true;
+    for (int64_t i = 0; i < k; ++i) {
+        const int32_t id = ids[static_cast<size_t>(i)];
+        r.top.push_back(TokenScore{id, xs[id]});
+    }
+    results_.push_back(std::move(r));
+    return Readback{static_cast<uint32_t>(results_.size() - 1)};
+}
+
+Readback CpuBackend::readback(Buf src, int64_t n) {
+    const float* s = span_of(src, n, "readback");
+    Result r;
+    r.data.assign(s, s + n);
+    results_.push_back(std::move(r));
+    return Readback{static_cast<uint32_t>(results_.size() - 1)};
+}
+
+std::vector<float> CpuBackend::fetch(Readback r) {
+    if (r.id >= results_.size() || results_[r.id].is_topk) throw Error("cpu backend: fetch of an unknown readback");
+    return results_[r.id].data;
+}
+
+std::vector<TokenScore> CpuBackend::topk_result(Readback r) {
+    if (r.id >= results_.size() || !results_[r.id].is_topk)
+        throw Error("cpu backend: topk_result of an unknown top-k");
+    return results_[r.id].top;
+}
+
+}  // namespace strata::cpu

@@ -1,0 +1,58 @@
+#pragma once
+// The CPU reference backend: float32 activations in std::vector<float> buffers, weights read in place from the
+// memory-mapped checkpoint and widened row by row, work split over a persistent thread pool (output rows for
+// matmul, (head, query) pairs for attention). Ops run as they are called; begin()/submit() only mark a step.
+#include <memory>
+#include <vector>
+
+#include "cpu/thread_pool.hpp"
+#include "strata/backend.hpp"
+
+namespace strata::cpu {
+
+class CpuBackend final : public Backend {
+public:
+    explicit CpuBackend(const BackendOptions& options);
+
+    BackendInfo info() const override;
+    void load(const Model& model, const LoadProgress& progress) override;
+    Buf alloc(int64_t n, std::string_view debug_name) override;
+    void free(Buf b) override;
+    void begin() override;
+    void submit() override {}
+
+    void embed(Buf out, std::span<const int32_t> tokens) override;
+    void rmsnorm(Buf out, Buf x, const TensorView& weight, int64_t T, float eps) override;
+    void matmul(Buf out, Buf x, const TensorView& w, int64_t T) override;
+    void rope(Buf x, int64_t T, int64_t n_heads, int64_t pos0) override;
+    void attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs) override;
+    void swiglu(Buf out, Buf a, Buf b, int64_t n) override;
+    void add(Buf out, Buf a, Buf b, int64_t n) override;
+    void copy(Buf dst, Buf src, int64_t n) override;
+    Readback topk(Buf row, int64_t n, int64_t k) override;
+    Readback readback(Buf src, int64_t n) override;
+
+    std::vector<float> fetch(Readback r) override;
+    std::vector<TokenScore> topk_result(Readback r) override;
+
+private:
+    // The floats [b.offset, b.offset + n) of buffer b, or an Error naming the op when they are not all there.
+    float* span_of(Buf b, int64_t n, const char* op);
+    const ModelConfig& config(const char* op) const;
+
+    ThreadPool pool_;
+    const Model* model_ = nullptr;
+    std::vector<double> freqs_;  // [head_dim / 2] RoPE angle per position for each pair
+    std::vector<std::vector<float>> buffers_;
+    std::vector<bool> live_;
+    std::vector<uint32_t> free_ids_;
+    // Results of the current step, by Readback id: a copy (readback) or a top-k list (topk).
+    struct Result {
+        bool is_topk = false;
+        std::vector<float> data;
+        std::vector<TokenScore> top;
+    };
+    std::vector<Result> results_;
+};
+
+}  // namespace strata::cpu

@@ -1,0 +1,284 @@
+#include "cpu/kernels.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "strata/error.hpp"
+
+// 32-byte vectors are passed only between always-inlined helpers, so the ABI note does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define STRATA_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define STRATA_SIMD_CLONES
+#endif
+#define STRATA_INLINE static inline __attribute__((always_inline))
+
+namespace strata::cpu {
+
+namespace {
+
+typedef float v8f __attribute__((vector_size(32)));
+typedef uint32_t v8u __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+typedef uint16_t v8h __attribute__((vector_size(16)));
+
+STRATA_INLINE v8f as_f(v8u u) {
+    v8f f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+}
+STRATA_INLINE v8u as_u(v8f f) {
+    v8u u;
+    std::memcpy(&u, &f, sizeof u);
+    return u;
+}
+STRATA_INLINE float hsum(v8f v) {
+    return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
+}
+
+// Eight stored weights starting at element i, widened to float32. One loader per storage type; F16 uses an
+// integer bit trick (shift the exponent+mantissa into place, rescale by 2^112) so that it vectorises on any
+// target and is exact for normals, subnormals, infinities and NaNs.
+struct LoadF32 {
+    STRATA_INLINE v8f load8(const std::byte* p, int64_t i) {
+        v8f f;
+        std::memcpy(&f, p + 4 * i, sizeof f);
+        return f;
+    }
+    STRATA_INLINE float load1(const std::byte* p, int64_t i) {
+        float f;
+        std::memcpy(&f, p + 4 * i, 4);
+        return f;
+    }
+};
+struct LoadBF16 {
+    STRATA_INLINE v8f load8(const std::byte* p, int64_t i) {
+        v8h h;
+        std::memcpy(&h, p + 2 * i, sizeof h);
+        return as_f(__builtin_convertvector(h, v8u) << 16);
+    }
+    STRATA_INLINE float load1(const std::byte* p, int64_t i) {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        uint32_t u = uint32_t(h) << 16;
+        float f;
+        std::memcpy(&f, &u, 4);
+        return f;
+    }
+};
+struct LoadF16 {
+    STRATA_INLINE v8f load8(const std::byte* p, int64_t i) {
+        v8h h;
+        std::memcpy(&h, p + 2 * i, sizeof h);
+        const v8u u = __builtin_convertvector(h, v8u);
+        const v8u sign = (u & 0x8000u) << 16;
+        const v8u em = u & 0x7fffu;
+        const v8u scaled = as_u(as_f(em << 13) * 0x1p112f);          // normals and subnormals
+        const v8u special = (v8u)(em >= 0x7c00u);                      // inf / nan: all-ones exponent
+        const v8u infnan = (em << 13) | 0x7f800000u;
+        return as_f(((special & infnan) | (~special & scaled)) | sign);
+    }
+    STRATA_INLINE float load1(const std::byte* p, int64_t i) {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        return f16_to_f32(h);
+    }
+};
+
+template <class L>
+STRATA_INLINE void widen_impl(const std::byte* p, float* out, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const v8f f = L::load8(p, i);
+        std::memcpy(out + i, &f, sizeof f);
+    }
+    for (; i < n; ++i) out[i] = L::load1(p, i);
+}
+
+// Four rows at once against one x: x is loaded once per four weight rows, and two partial sums per row keep
+// the floating-point units busy while the weights stream in from memory.
+template <class L>
+STRATA_INLINE void matvec_impl(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1) {
+    const int64_t n = w.cols();
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) {
+        const std::byte* p0 = w.row_ptr(r);
+        const std::byte* p1 = w.row_ptr(r + 1);
+        const std::byte* p2 = w.row_ptr(r + 2);
+        const std::byte* p3 = w.row_ptr(r + 3);
+        v8f a0 = {}, a1 = {}, a2 = {}, a3 = {}, b0 = {}, b1 = {}, b2 = {}, b3 = {};
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16) {
+            v8f xa, xb;
+            std::memcpy(&xa, x + i, sizeof xa);
+            std::memcpy(&xb, x + i + 8, sizeof xb);
+            a0 += L::load8(p0, i) * xa;
+            a1 += L::load8(p1, i) * xa;
+            a2 += L::load8(p2, i) * xa;
+            a3 += L::load8(p3, i) * xa;
+            b0 += L::load8(p0, i + 8) * xb;
+            b1 += L::load8(p1, i + 8) * xb;
+            b2 += L::load8(p2, i + 8) * xb;
+            b3 += L::load8(p3, i + 8) * xb;
+        }
+        float s0 = hsum(a0 + b0), s1 = hsum(a1 + b1), s2 = hsum(a2 + b2), s3 = hsum(a3 + b3);
+        for (; i < n; ++i) {
+            s0 += L::load1(p0, i) * x[i];
+            s1 += L::load1(p1, i) * x[i];
+            s2 += L::load1(p2, i) * x[i];
+            s3 += L::load1(p3, i) * x[i];
+        }
+        out[r] = s0;
+        out[r + 1] = s1;
+        out[r + 2] = s2;
+        out[r + 3] = s3;
+    }
+    for (; r < r1; ++r) {
+        const std::byte* p = w.row_ptr(r);
+        v8f a = {}, b = {};
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16) {
+            v8f xa, xb;
+            std::memcpy(&xa, x + i, sizeof xa);
+            std::memcpy(&xb, x + i + 8, sizeof xb);
+            a += L::load8(p, i) * xa;
+            b += L::load8(p, i + 8) * xb;
+        }
+        float s = hsum(a + b);
+        for (; i < n; ++i) s += L::load1(p, i) * x[i];
+        out[r] = s;
+    }
+}
+
+STRATA_INLINE float dot_impl(const float* a, const float* b, int64_t n) {
+    v8f s0 = {}, s1 = {};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        v8f a0, a1, b0, b1;
+        std::memcpy(&a0, a + i, sizeof a0);
+        std::memcpy(&a1, a + i + 8, sizeof a1);
+        std::memcpy(&b0, b + i, sizeof b0);
+        std::memcpy(&b1, b + i + 8, sizeof b1);
+        s0 += a0 * b0;
+        s1 += a1 * b1;
+    }
+    float s = hsum(s0 + s1);
+    for (; i < n; ++i) s += a[i] * b[i];
+    return s;
+}
+
+// A 2 x 4 tile: two widened weight rows against four token rows, eight partial sums in registers, so each
+// loaded weight vector is used four times and each token vector twice.
+STRATA_INLINE void tile_2x4(const float* w0, const float* w1, const float* x0, const float* x1, const float* x2,
+                            const float* x3, int64_t n, float* s /* [8]: s[2*t + row] */) {
+    v8f a00 = {}, a01 = {}, a10 = {}, a11 = {}, a20 = {}, a21 = {}, a30 = {}, a31 = {};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        v8f u0, u1, y;
+        std::memcpy(&u0, w0 + i, sizeof u0);
+        std::memcpy(&u1, w1 + i, sizeof u1);
+        std::memcpy(&y, x0 + i, sizeof y);
+        a00 += u0 * y;
+        a01 += u1 * y;
+        std::memcpy(&y, x1 + i, sizeof y);
+        a10 += u0 * y;
+        a11 += u1 * y;
+        std::memcpy(&y, x2 + i, sizeof y);
+        a20 += u0 * y;
+        a21 += u1 * y;
+        std::memcpy(&y, x3 + i, sizeof y);
+        a30 += u0 * y;
+        a31 += u1 * y;
+    }
+    s[0] = hsum(a00), s[1] = hsum(a01), s[2] = hsum(a10), s[3] = hsum(a11);
+    s[4] = hsum(a20), s[5] = hsum(a21), s[6] = hsum(a30), s[7] = hsum(a31);
+    for (; i < n; ++i) {
+        s[0] += w0[i] * x0[i], s[1] += w1[i] * x0[i];
+        s[2] += w0[i] * x1[i], s[3] += w1[i] * x1[i];
+        s[4] += w0[i] * x2[i], s[5] += w1[i] * x2[i];
+        s[6] += w0[i] * x3[i], s[7] += w1[i] * x3[i];
+    }
+}
+
+[[noreturn]] void unsupported(const TensorView& w) {
+    throw UnsupportedError("not supported yet: " + std::string(dtype_name(w.dtype)) + " in " +
+                           (w.source_name.empty() ? w.name : w.source_name) + " (CPU backend)");
+}
+
+STRATA_SIMD_CLONES void widen_dispatch(DType t, const std::byte* p, float* out, int64_t n) {
+    switch (t) {
+        case DType::F32: widen_impl<LoadF32>(p, out, n); return;
+        case DType::BF16: widen_impl<LoadBF16>(p, out, n); return;
+        case DType::F16: widen_impl<LoadF16>(p, out, n); return;
+        default: return;
+    }
+}
+
+STRATA_SIMD_CLONES void matvec_dispatch(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1) {
+    switch (w.dtype) {
+        case DType::F32: matvec_impl<LoadF32>(w, x, out, r0, r1); return;
+        case DType::BF16: matvec_impl<LoadBF16>(w, x, out, r0, r1); return;
+        case DType::F16: matvec_impl<LoadF16>(w, x, out, r0, r1); return;
+        default: return;
+    }
+}
+
+STRATA_SIMD_CLONES float dot_dispatch(const float* a, const float* b, int64_t n) { return dot_impl(a, b, n); }
+
+STRATA_SIMD_CLONES void tiles_dispatch(const float* wblock, int64_t nrows, const float* x, int64_t T, int64_t n,
+                                        float* out, int64_t out_stride, int64_t r_base) {
+    // wblock: [nrows, n] widened rows r_base.. ; x: [T, n]; out: [T, out_stride]
+    int64_t t = 0;
+    for (; t + 4 <= T; t += 4) {
+        const float* x0 = x + t * n;
+        int64_t j = 0;
+        for (; j + 2 <= nrows; j += 2) {
+            float s[8];
+            tile_2x4(wblock + j * n, wblock + (j + 1) * n, x0, x0 + n, x0 + 2 * n, x0 + 3 * n, n, s);
+            for (int q = 0; q < 4; ++q) {
+                out[(t + q) * out_stride + r_base + j] = s[2 * q];
+                out[(t + q) * out_stride + r_base + j + 1] = s[2 * q + 1];
+            }
+        }
+        for (; j < nrows; ++j)
+            for (int q = 0; q < 4; ++q)
+                out[(t + q) * out_stride + r_base + j] = dot_impl(wblock + j * n, x0 + q * n, n);
+    }
+    for (; t < T; ++t)
+        for (int64_t j = 0; j < nrows; ++j) out[t * out_stride + r_base + j] = dot_impl(wblock + j * n, x + t * n, n);
+}
+
+}  // namespace
+
+void widen_row(const TensorView& w, int64_t r, float* out) {
+    if (w.dtype != DType::F32 && w.dtype != DType::F16 && w.dtype != DType::BF16) unsupported(w);
+    const std::byte* p = w.shape.size() < 2 ? w.data : w.row_ptr(r);
+    widen_dispatch(w.dtype, p, out, w.cols());
+}
+
+float dot(const float* a, const float* b, int64_t n) { return dot_dispatch(a, b, n); }
+
+void axpy(float a, const float* x, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1) {
+    if (w.dtype != DType::F32 && w.dtype != DType::F16 && w.dtype != DType::BF16) unsupported(w);
+    matvec_dispatch(w, x, out, r0, r1);
+}
+
+void matmul_rows(const TensorView& w, const float* x, int64_t T, float* out, int64_t r0, int64_t r1,
+                 float* scratch) {
+    const int64_t n = w.cols();
+    const int64_t rows = w.rows();
+    for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
+        const int64_t nrows = std::min<int64_t>(kRowBlock, r1 - rb);
+        for (int64_t j = 0; j < nrows; ++j) widen_row(w, rb + j, scratch + j * n);  // [nrows, n]
+        tiles_dispatch(scratch, nrows, x, T, n, out, rows, rb);
+    }
+}
+
+}  // namespace strata::cpu

@@ -1,0 +1,31 @@
+#pragma once
+// The inner loops of the CPU backend: widening stored weights (F32, F16, BF16) to float32 and the dot products
+// of matmul and attention. Written with GCC vector extensions so that -O3 emits SIMD code on any target; on
+// x86-64 each kernel is also cloned for x86-64-v3 (AVX2 + FMA) and picked at load time.
+#include <cstdint>
+
+#include "strata/tensor.hpp"
+
+namespace strata::cpu {
+
+// Rows of a weight widened together by the prefill kernel (each widened once per matmul, reused for all T).
+inline constexpr int64_t kRowBlock = 8;
+
+// out[0..cols) = canonical row r of w as float32 (the HF rope permutation resolved by row_ptr).
+void widen_row(const TensorView& w, int64_t r, float* out);
+
+// sum_i a[i] * b[i] in float32 with several partial sums.
+float dot(const float* a, const float* b, int64_t n);
+
+// y[i] += a * x[i]
+void axpy(float a, const float* x, float* y, int64_t n);
+
+// Decode (matrix-vector): out[r] = w[r, :] . x for r in [r0, r1).                x: [cols]; out: [rows]
+void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1);
+
+// Prefill (matrix-matrix): out[t, r] = w[r, :] . x[t, :] for r in [r0, r1), t in [0, T).
+// x: [T, cols]; out: [T, rows]; scratch: kRowBlock * cols floats owned by the calling thread.
+void matmul_rows(const TensorView& w, const float* x, int64_t T, float* out, int64_t r0, int64_t r1,
+                 float* scratch);
+
+}  // namespace strata::cpu

@@ -1,0 +1,385 @@
+// The forward pass of Llama 3, written once over the Backend ops. Read it beside meta-llama/llama3
+// llama/model.py: Transformer.forward, TransformerBlock.forward, Attention.forward and FeedForward.forward
+// each have their own function below, in the same order and with the same names.
+#include "strata/transformer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "strata/error.hpp"
+
+namespace strata {
+
+// ---------------------------------------------------------------------------------------------- KV cache
+
+KVCache::KVCache(Backend& backend, const ModelConfig& config, int64_t max_seq)
+    : backend_(&backend), max_seq_(max_seq) {
+    if (max_seq <= 0) throw InputError("KV cache: the context must hold at least one token");
+    for (int64_t l = 0; l < config.n_layers; ++l) {
+        k_.push_back(backend.alloc(max_seq * config.kv_dim(), "cache_k"));  // [max_seq, n_kv_heads * head_dim]
+        v_.push_back(backend.alloc(max_seq * config.kv_dim(), "cache_v"));  // [max_seq, n_kv_heads * head_dim]
+    }
+}
+
+KVCache::~KVCache() {
+    for (Buf b : k_) backend_->free(b);
+    for (Buf b : v_) backend_->free(b);
+}
+
+void KVCache::truncate(int64_t n) {
+    // Rows past n stay in memory and are overwritten by the next tokens; attention never reads past size().
+    if (n < 0) n = 0;
+    if (n < size_) size_ = n;
+}
+
+// ---------------------------------------------------------------------------------------------- scratch
+
+namespace {
+
+// Every weight of one TransformerBlock, looked up once.
+struct LayerWeights {
+    const TensorView* attention_norm;  // [dim]
+    const TensorView* wq;              // [n_heads * head_dim, dim]
+    const TensorView* wk;              // [n_kv_heads * head_dim, dim]
+    const TensorView* wv;              // [n_kv_heads * head_dim, dim]
+    const TensorView* wo;              // [dim, n_heads * head_dim]
+    const TensorView* ffn_norm;        // [dim]
+    const TensorView* w1;              // [hidden_dim, dim]
+    const TensorView* w2;              // [dim, hidden_dim]
+    const TensorView* w3;              // [hidden_dim, dim]
+};
+
+// Activation buffers on the backend, kept between steps so that decode allocates nothing.
+struct StepBuffers {
+    int64_t T_cap = 0, logits_rows_cap = 0, probs_cap = 0;
+    Buf x;           // [T, dim] the residual stream: x, then h, then the block's output
+    Buf xn;          // [T, dim] attention_norm(x) / ffn_norm(h) / norm(h)
+    Buf xq;          // [T, n_heads * head_dim]
+    Buf attn;        // [T, n_heads * head_dim] attention output before wo
+    Buf attn_out;    // [T, dim]
+    Buf ffn_a;       // [T, hidden_dim] w1(x)
+    Buf ffn_b;       // [T, hidden_dim] w3(x)
+    Buf ffn_hidden;  // [T, hidden_dim] silu(w1(x)) * w3(x)
+    Buf ffn_out;     // [T, dim]
+    Buf logits;      // [rows, vocab]
+    Buf probs;       // [n_heads * T, pos0 + T] (on request)
+
+    void release(Backend& b) {
+        for (Buf* p : {&x, &xn, &xq, &attn, &attn_out, &ffn_a, &ffn_b, &ffn_hidden, &ffn_out, &logits, &probs})
+            if (p->valid()) b.free(*p), *p = Buf{};
+        T_cap = logits_rows_cap = probs_cap = 0;
+    }
+
+    // Grows the buffers to hold T tokens; they are kept between steps so that decode allocates nothing.
+    void reserve(Backend& b, const ModelConfig& c, int64_t T, int64_t logits_rows, int64_t probs_n) {
+        if (T > T_cap) {
+            for (Buf* p : {&x, &xn, &xq, &attn, &attn_out, &ffn_a, &ffn_b, &ffn_hidden, &ffn_out})
+                if (p->valid()) b.free(*p), *p = Buf{};
+            x = b.alloc(T * c.dim, "x");
+            xn = b.alloc(T * c.dim, "xn");
+            xq = b.alloc(T * c.q_dim(), "xq");
+            attn = b.alloc(T * c.q_dim(), "attention");
+            attn_out = b.alloc(T * c.dim, "attention_out");
+            ffn_a = b.alloc(T * c.hidden_dim, "ffn_w1");
+            ffn_b = b.alloc(T * c.hidden_dim, "ffn_w3");
+            ffn_hidden = b.alloc(T * c.hidden_dim, "ffn_hidden");
+            ffn_out = b.alloc(T * c.dim, "ffn_out");
+            T_cap = T;
+        }
+        if (logits_rows > logits_rows_cap) {
+            if (logits.valid()) b.free(logits);
+            logits = b.alloc(logits_rows * c.vocab_size, "logits");
+            logits_rows_cap = logits_rows;
+        }
+        if (probs_n > probs_cap) {
+            if (probs.valid()) b.free(probs);
+            probs = b.alloc(probs_n, "attention.probs");
+            probs_cap = probs_n;
+        }
+    }
+};
+
+}  // namespace
+
+struct Transformer::Scratch {
+    std::vector<LayerWeights> layers;
+    const TensorView* norm = nullptr;    // [dim]
+    const TensorView* output = nullptr;  // [vocab, dim] (tok_embeddings when tied)
+    StepBuffers bufs;
+};
+
+namespace {
+
+// Collects what the request keeps. Readbacks are recorded beside the ops and fetched after each submit.
+class Captures {
+public:
+    Captures(Backend& b, const TraceRequest& r, Trace& t) : b_(b), request_(r), trace_(t) {}
+
+    bool wants(const std::string& name) const { return request_.wants(name); }
+    void keep(const std::string& name, Buf src, int64_t rows, int64_t cols) {
+        if (!request_.wants(name)) return;
+        pending_.push_back({name, rows, cols, b_.readback(src, rows * cols)});
+    }
+    void keep_top_k(Buf row, int64_t n, int64_t k) { pending_top_.push_back(b_.topk(row, n, k)); }
+    void keep_last_logits(Buf row, int64_t n) { last_ = b_.readback(row, n), has_last_ = true; }
+
+    // After submit(): move the results into the trace.
+    void collect() {
+        for (auto& p : pending_) {
+            TracedTensor t{p.name, p.rows, p.cols, b_.fetch(p.rb)};
+            trace_.tensors[p.name] = std::move(t);
+        }
+        for (Readback rb : pending_top_) trace_.top_k.push_back(b_.topk_result(rb));
+        if (has_last_) trace_.last_logits = b_.fetch(last_);
+        pending_.clear();
+        pending_top_.clear();
+        has_last_ = false;
+    }
+
+private:
+    struct Pending {
+        std::string name;
+        int64_t rows, cols;
+        Readback rb;
+    };
+    Backend& b_;
+    const TraceRequest& request_;
+    Trace& trace_;
+    std::vector<Pending> pending_;
+    std::vector<Readback> pending_top_;
+    Readback last_;
+    bool has_last_ = false;
+};
+
+// One forward step over T tokens at positions pos0..pos0+T-1: the state model.py keeps in locals.
+struct Pass {
+    Backend& b;
+    const ModelConfig& c;
+    StepBuffers& s;
+    KVCache& cache;
+    Captures& cap;
+    int64_t T, pos0;
+    bool want_probs;
+
+    std::string name(int64_t layer, const char* what) const { return "layers." + std::to_string(layer) + "." + what; }
+
+    // Attention.forward: xq, xk, xv = wq(x), wk(x), wv(x); rotary embedding on xq, xk; the new keys and values
+    // go into the cache; scores = softmax(xq @ keys^T / sqrt(head_dim) + mask); output = wo(scores @ values).
+    void attention(int64_t layer, const LayerWeights& w, Buf x /* [T, dim] */, Buf out /* [T, dim] */) {
+        const int64_t kv_dim = c.kv_dim(), q_dim = c.q_dim();
+        Buf xq = s.xq.at(0, T * q_dim);                                   // [T, n_heads * head_dim]
+        Buf xk = cache.k(layer).at(pos0 * kv_dim, T * kv_dim);            // [T, n_kv_heads * head_dim] cache rows
+        Buf xv = cache.v(layer).at(pos0 * kv_dim, T * kv_dim);            // [T, n_kv_heads * head_dim] cache rows
+        b.matmul(xq, x, *w.wq, T);
+        b.matmul(xk, x, *w.wk, T);
+        b.matmul(xv, x, *w.wv, T);
+        b.rope(xq, T, c.n_heads, pos0);
+        b.rope(xk, T, c.n_kv_heads, pos0);
+        cap.keep(name(layer, "q"), xq, T, q_dim);
+        cap.keep(name(layer, "k"), xk, T, kv_dim);
+        cap.keep(name(layer, "v"), xv, T, kv_dim);
+
+        const int64_t L = pos0 + T;
+        Buf keys = cache.k(layer).at(0, L * kv_dim);    // [pos0 + T, n_kv_heads * head_dim]
+        Buf values = cache.v(layer).at(0, L * kv_dim);  // [pos0 + T, n_kv_heads * head_dim]
+        Buf scores = want_probs ? s.probs.at(0, c.n_heads * T * L) : Buf{};  // [n_heads * T, pos0 + T]
+        Buf output = s.attn.at(0, T * q_dim);                                 // [T, n_heads * head_dim]
+        b.attention(output, xq, keys, values, T, pos0, scores);
+        if (want_probs) cap.keep(name(layer, "attention.probs"), scores, c.n_heads * T, L);
+        b.matmul(out, output, *w.wo, T);
+    }
+
+    // FeedForward.forward: w2(silu(w1(x)) * w3(x)).
+    void feed_forward(int64_t layer, const LayerWeights& w, Buf x /* [T, dim] */, Buf out /* [T, dim] */) {
+        const int64_t hd = c.hidden_dim;
+        Buf a = s.ffn_a.at(0, T * hd);              // [T, hidden_dim]
+        Buf g = s.ffn_b.at(0, T * hd);              // [T, hidden_dim]
+        Buf hidden = s.ffn_hidden.at(0, T * hd);    // [T, hidden_dim]
+        b.matmul(a, x, *w.w1, T);
+        b.matmul(g, x, *w.w3, T);
+        b.swiglu(hidden, a, g, T * hd);
+        cap.keep(name(layer, "ffn_hidden"), hidden, T, hd);
+        b.matmul(out, hidden, *w.w2, T);
+    }
+
+    // TransformerBlock.forward:
+    //   h = x + attention(attention_norm(x))
+    //   out = h + feed_forward(ffn_norm(h))
+    void block(int64_t layer, const LayerWeights& w) {
+        const int64_t dim = c.dim;
+        Buf x = s.x.at(0, T * dim);                // [T, dim] in: x; then h; out: the block's output
+        Buf xn = s.xn.at(0, T * dim);              // [T, dim]
+        Buf attn_out = s.attn_out.at(0, T * dim);  // [T, dim]
+        Buf ffn_out = s.ffn_out.at(0, T * dim);    // [T, dim]
+
+        b.rmsnorm(xn, x, *w.attention_norm, T, c.norm_eps);
+        cap.keep(name(layer, "attention_norm"), xn, T, dim);
+        attention(layer, w, xn, attn_out);
+        cap.keep(name(layer, "attention_out"), attn_out, T, dim);
+        b.add(x, x, attn_out, T * dim);  // h
+        cap.keep(name(layer, "h"), x, T, dim);
+
+        b.rmsnorm(xn, x, *w.ffn_norm, T, c.norm_eps);
+        cap.keep(name(layer, "ffn_norm"), xn, T, dim);
+        feed_forward(layer, w, xn, ffn_out);
+        cap.keep(name(layer, "ffn_out"), ffn_out, T, dim);
+        b.add(x, x, ffn_out, T * dim);  // out
+        cap.keep("h." + std::to_string(layer), x, T, dim);
+    }
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------- Transformer
+
+Transformer::Transformer(const Model& model, Backend& backend)
+    : model_(&model), backend_(&backend), scratch_(std::make_unique<Scratch>()) {
+    const ModelConfig& c = model.config;
+    c.validate();
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+        auto w = [&](const char* suffix) { return &model.tensor(names::layer(l, suffix)); };
+        scratch_->layers.push_back(LayerWeights{w("attention_norm"), w("attention.wq"), w("attention.wk"),
+                                                w("attention.wv"), w("attention.wo"), w("ffn_norm"),
+                                                w("feed_forward.w1"), w("feed_forward.w2"), w("feed_forward.w3")});
+    }
+    scratch_->norm = &model.tensor("norm");
+    scratch_->output = &model.output_weight();
+}
+
+Transformer::~Transformer() { scratch_->bufs.release(*backend_); }
+
+Trace Transformer::prefill(KVCache& cache, std::span<const int32_t> tokens, const TraceRequest& request,
+                           const std::atomic<bool>* cancel) {
+    return step(cache, tokens, request, cancel);
+}
+
+Trace Transformer::decode(KVCache& cache, int32_t token, const TraceRequest& request) {
+    return step(cache, std::span<const int32_t>(&token, 1), request, nullptr);
+}
+
+// Transformer.forward: h = tok_embeddings(tokens); every layer; h = norm(h); logits = output(h).
+Trace Transformer::step(KVCache& cache, std::span<const int32_t> tokens, const TraceRequest& request,
+                        const std::atomic<bool>* cancel) {
+    const ModelConfig& c = model_->config;
+    const auto T = static_cast<int64_t>(tokens.size());
+    const int64_t pos0 = cache.size();
+    if (T == 0) throw InputError("empty prompt: there are no tokens to run");
+    for (int64_t t = 0; t < T; ++t) {
+        const int32_t id = tokens[static_cast<size_t>(t)];
+        if (id < 0 || id >= c.vocab_size)
+            throw InputError("token id " + std::to_string(id) + " at position " + std::to_string(pos0 + t) +
+                             " is outside the vocabulary (0.." + std::to_string(c.vocab_size - 1) + ")");
+    }
+    if (pos0 + T > cache.capacity())
+        throw InputError("too long for the context: " + std::to_string(pos0) + " tokens held + " + std::to_string(T) +
+                         " new > " + std::to_string(cache.capacity()) + " positions");
+
+    Backend& b = *backend_;
+    StepBuffers& s = scratch_->bufs;
+    const bool want_probs = request.attention_probs;
+    const int64_t logits_rows = request.logits_all_positions ? T : 1;
+    s.reserve(b, c, T, logits_rows, want_probs ? c.n_heads * T * (pos0 + T) : 0);
+
+    Trace trace;
+    trace.pos0 = pos0;
+    trace.tokens.assign(tokens.begin(), tokens.end());
+    Captures cap(b, request, trace);
+    Pass pass{b, c, s, cache, cap, T, pos0, want_probs};
+
+    b.begin();
+    Buf h = s.x.at(0, T * c.dim);  // [T, dim]
+    b.embed(h, tokens);
+    cap.keep("x0", h, T, c.dim);
+    for (int64_t layer = 0; layer < c.n_layers; ++layer) {
+        if (cancel) {
+            // Run what is recorded so far, so that a cancel stops a long prefill between layers.
+            b.submit();
+            cap.collect();
+            if (cancel->load()) throw Cancelled();
+            b.begin();
+        }
+        pass.block(layer, scratch_->layers[static_cast<size_t>(layer)]);
+    }
+    Buf hn = s.xn.at(0, T * c.dim);  // [T, dim]
+    b.rmsnorm(hn, h, *scratch_->norm, T, c.norm_eps);
+    cap.keep("norm", hn, T, c.dim);
+
+    // Logits for every position, or only for the last (what generation needs).
+    const int64_t V = c.vocab_size;
+    Buf rows_in = logits_rows == T ? hn : hn.at((T - 1) * c.dim, c.dim);  // [logits_rows, dim]
+    Buf logits = s.logits.at(0, logits_rows * V);                          // [logits_rows, vocab]
+    b.matmul(logits, rows_in, *scratch_->output, logits_rows);
+    cap.keep("logits", logits, logits_rows, V);
+    if (request.top_k > 0)
+        for (int64_t r = 0; r < logits_rows; ++r) cap.keep_top_k(logits.at(r * V, V), V, request.top_k);
+    cap.keep_last_logits(logits.at((logits_rows - 1) * V, V), V);
+    b.submit();
+    cap.collect();
+    if (cancel && cancel->load()) throw Cancelled();
+
+    cache.size_ = pos0 + T;
+    return trace;
+}
+
+// ---------------------------------------------------------------------------------------------- weights
+
+namespace {
+
+// True when the stored value's exponent bits are all ones (inf or nan), by storage type.
+template <class U>
+int64_t first_non_finite(const std::byte* p, int64_t n, U exponent_mask) {
+    constexpr int64_t kChunk = 4096;
+    for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+        const int64_t i1 = std::min(n, i0 + kChunk);
+        // A branch-free pass over the chunk (vectorises), then find the element only if there is one.
+        U any = 0;
+        for (int64_t i = i0; i < i1; ++i) {
+            U u;
+            std::memcpy(&u, p + i * int64_t(sizeof(U)), sizeof(U));
+            any |= static_cast<U>((u & exponent_mask) == exponent_mask);
+        }
+        if (!any) continue;
+        for (int64_t i = i0; i < i1; ++i) {
+            U u;
+            std::memcpy(&u, p + i * int64_t(sizeof(U)), sizeof(U));
+            if ((u & exponent_mask) == exponent_mask) return i;
+        }
+    }
+    return -1;
+}
+
+}  // namespace
+
+void check_weights_finite(const Model& model) {
+    for (const auto& [name, t] : model.tensors) {
+        const int64_t n = t.numel();
+        int64_t bad = -1;
+        switch (t.dtype) {
+            case DType::F32: bad = first_non_finite<uint32_t>(t.data, n, 0x7f800000u); break;
+            case DType::F16: bad = first_non_finite<uint16_t>(t.data, n, 0x7c00u); break;
+            case DType::BF16: bad = first_non_finite<uint16_t>(t.data, n, 0x7f80u); break;
+            default: continue;  // block types carry their own scales; checked when they are supported
+        }
+        if (bad < 0) continue;
+        float value[1];
+        const int64_t cols = t.cols();
+        std::string where = "element " + std::to_string(bad);
+        if (t.shape.size() >= 2) where += " (stored row " + std::to_string(bad / cols) + ", column " +
+                                          std::to_string(bad % cols) + ")";
+        switch (t.dtype) {
+            case DType::F32: std::memcpy(value, t.data + 4 * bad, 4); break;
+            default: {
+                uint16_t h;
+                std::memcpy(&h, t.data + 2 * bad, 2);
+                value[0] = t.dtype == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+            }
+        }
+        throw ModelError("weight " + name + (t.source_name.empty() ? "" : " (" + t.source_name + ")") + " in " +
+                         t.file + " has a non-finite value (" + (std::isnan(value[0]) ? "nan" : "inf") + ") at " +
+                         where);
+    }
+}
+
+}  // namespace strata
