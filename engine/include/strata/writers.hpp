@@ -1,0 +1,34 @@
+#pragma once
+// Writing a loaded model in the other checkpoint formats. Writers read canonical rows (TensorView::row_ptr undoes
+// Hugging Face's q/k permutation), so every output is in Meta's interleaved layout, and tensors keep their stored
+// type (F32/F16/BF16): the bytes of each canonical row are copied unchanged.
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "strata/config.hpp"
+#include "strata/model.hpp"
+#include "strata/tokenizer.hpp"
+
+namespace strata {
+
+// A GGUF v3 file with llama.cpp's "llama" metadata and tensor names, the tokenizer (tokens, token types, merges,
+// bos/eos) so that other GGUF tools can run it, and rope_freqs.weight for Llama 3.1 scaling. Throws Error when
+// the file cannot be written, UnsupportedError for a tensor type GGUF lacks.
+void write_gguf(const Model& model, const std::filesystem::path& out);
+
+// A Meta folder: params.json, consolidated.00.pth (torch.save's zip layout with a protocol-2 pickle of a dict of
+// tensors) and tokenizer.model (tiktoken ranks). Creates out_dir if needed.
+void write_meta(const Model& model, const std::filesystem::path& out_dir);
+
+// The per-pair factors Llama 3.1's apply_scaling divides the RoPE frequencies by, as llama.cpp's converter stores
+// them in rope_freqs.weight: head_dim / 2 floats (1 for high frequencies, `factor` for low ones, smooth between).
+std::vector<float> llama31_rope_factors(const ModelConfig& config);
+
+// The byte-pair merges a rank table implies, as tokenizer.json and GGUF list them: every split (left, right) of
+// every multi-byte token into two tokens, ordered by the merged token's rank, then by the parts' ranks. BPE with
+// these merges chooses the same pair at every step as tiktoken does with the ranks. Returned as raw bytes.
+std::vector<std::pair<std::string, std::string>> bpe_merges(const Tokenizer& tokenizer);
+
+}  // namespace strata
