@@ -13,6 +13,10 @@
 
 namespace strata {
 
+void Backend::write(Buf, std::span<const float>) {
+    throw UnsupportedError("backend '" + info().backend + "' cannot write host data into its buffers");
+}
+
 std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
     if (options.name == "cpu") return std::make_unique<cpu::CpuBackend>(options);
     if (options.name == "vulkan") {

@@ -85,6 +85,9 @@ public:
     virtual Readback topk(Buf row, int64_t n, int64_t k) = 0;
     // A copy of src[0..n) to the host, fetched after submit().
     virtual Readback readback(Buf src, int64_t n) = 0;
+    // dst[0..src.size()) = src, host to backend (op tests, injected activations). Recorded in order with the
+    // other ops; `src` is copied when the call returns. The default throws UnsupportedError.
+    virtual void write(Buf dst, std::span<const float> src);
 
     // ---- results (after submit) ----
     virtual std::vector<float> fetch(Readback r) = 0;

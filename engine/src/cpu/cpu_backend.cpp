@@ -290,6 +290,11 @@ Readback CpuBackend::readback(Buf src, int64_t n) {
     return Readback{static_cast<uint32_t>(results_.size() - 1)};
 }
 
+void CpuBackend::write(Buf dst, std::span<const float> src) {
+    float* d = span_of(dst, static_cast<int64_t>(src.size()), "write");
+    std::copy(src.begin(), src.end(), d);
+}
+
 std::vector<float> CpuBackend::fetch(Readback r) {
     if (r.id >= results_.size() || results_[r.id].is_topk) throw Error("cpu backend: fetch of an unknown readback");
     return results_[r.id].data;

@@ -1,0 +1,399 @@
+// Every CPU op against a naive double-precision implementation written here, on random inputs of odd sizes,
+// with weights stored as F32, F16 and BF16 (and Hugging Face's permuted q/k rows).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <numbers>
+#include <random>
+
+#include "catch.hpp"
+#include "strata/backend.hpp"
+#include "strata/error.hpp"
+#include "strata/model.hpp"
+#include "support.hpp"
+
+using namespace strata;
+
+namespace {
+
+// A model with only a config and the weights a test hands it, in bytes the test owns.
+struct OpModel {
+    std::vector<std::vector<std::byte>> storage;
+    Model model;
+
+    explicit OpModel(int64_t head_dim = 8, int64_t n_heads = 4, int64_t n_kv_heads = 2) {
+        ModelConfig& c = model.config;
+        c.head_dim = head_dim;
+        c.n_heads = n_heads;
+        c.n_kv_heads = n_kv_heads;
+        c.dim = n_heads * head_dim;
+        c.n_layers = 1;
+        c.hidden_dim = 3 * c.dim;
+        c.vocab_size = 50;
+        c.bos_id = 0;
+        c.rope_theta = 10000.0f;
+    }
+
+    // A tensor of `shape` holding `values` rounded to `dtype`; returns the values it really holds, in stored
+    // (physical) order.
+    std::vector<double> add(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                            const std::vector<float>& values, int32_t rope_heads = 0) {
+        std::vector<std::byte> bytes(dtype_bytes(dtype, static_cast<int64_t>(values.size())));
+        std::vector<double> held(values.size());
+        for (size_t i = 0; i < values.size(); ++i) {
+            if (dtype == DType::F32) {
+                std::memcpy(bytes.data() + 4 * i, &values[i], 4);
+                held[i] = values[i];
+            } else {
+                const uint16_t h = dtype == DType::F16 ? f32_to_f16(values[i]) : f32_to_bf16(values[i]);
+                std::memcpy(bytes.data() + 2 * i, &h, 2);
+                held[i] = dtype == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+            }
+        }
+        storage.push_back(std::move(bytes));
+        TensorView t;
+        t.name = name;
+        t.dtype = dtype;
+        t.shape = std::move(shape);
+        t.data = storage.back().data();
+        t.nbytes = storage.back().size();
+        t.rope_heads = rope_heads;
+        model.tensors[name] = t;
+        return held;
+    }
+    const TensorView& tensor(const std::string& name) const { return model.tensors.at(name); }
+};
+
+std::vector<float> random_values(size_t n, uint32_t seed, float scale = 1.0f) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> d(0.0f, scale);
+    std::vector<float> v(n);
+    for (auto& x : v) x = d(rng);
+    return v;
+}
+
+struct Run {
+    std::unique_ptr<Backend> b;
+    explicit Run(const Model& m, int threads = 0) {
+        BackendOptions o;
+        o.name = "cpu";
+        o.threads = threads;
+        b = make_backend(o);
+        b->load(m);
+    }
+    Buf upload(const std::vector<float>& v) {
+        Buf buf = b->alloc(static_cast<int64_t>(v.size()), "test");
+        b->write(buf, v);
+        return buf;
+    }
+    std::vector<float> read(Buf buf, int64_t n) {
+        b->begin();
+        Readback r = b->readback(buf, n);
+        b->submit();
+        return b->fetch(r);
+    }
+};
+
+// Relative L2 error against a double reference.
+double rel_err(const std::vector<float>& got, const std::vector<double>& want) {
+    return test::rel_l2(got, std::vector<float>(want.begin(), want.end()));
+}
+
+const char* dtype_label(DType t) { return t == DType::F32 ? "F32" : t == DType::F16 ? "F16" : "BF16"; }
+
+}  // namespace
+
+TEST_CASE("cpu matmul matches a double reference for every stored type and T", "[cpu]") {
+    for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+        // Odd sizes: rows not a multiple of the 4-row or 8-row blocks, columns not a multiple of 8 or 16.
+        for (auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 67}, {13, 200}, {64, 33}, {5, 3}}) {
+            for (int64_t T : {1, 2, 5, 9}) {
+                OpModel om;
+                const auto held = om.add("w", dtype, {rows, cols}, random_values(size_t(rows * cols), 11, 0.5f));
+                const auto x = random_values(size_t(T * cols), 12);
+                Run run(om.model);
+                Buf xb = run.upload(x);
+                Buf out = run.b->alloc(T * rows, "out");
+                run.b->begin();
+                run.b->matmul(out, xb, om.tensor("w"), T);
+                run.b->submit();
+                const auto got = run.read(out, T * rows);
+                std::vector<double> want(size_t(T * rows));
+                for (int64_t t = 0; t < T; ++t)
+                    for (int64_t r = 0; r < rows; ++r) {
+                        double s = 0;
+                        for (int64_t i = 0; i < cols; ++i) s += held[size_t(r * cols + i)] * x[size_t(t * cols + i)];
+                        want[size_t(t * rows + r)] = s;
+                    }
+                INFO(dtype_label(dtype) << " rows " << rows << " cols " << cols << " T " << T);
+                CHECK(rel_err(got, want) < 1e-6);
+            }
+        }
+    }
+}
+
+TEST_CASE("cpu matmul reads Hugging Face permuted q/k rows in Meta order", "[cpu]") {
+    const int64_t heads = 3, head_dim = 8, rows = heads * head_dim, cols = 19;
+    for (int64_t T : {1, 4}) {
+        OpModel om;
+        const auto held = om.add("wq", DType::BF16, {rows, cols}, random_values(size_t(rows * cols), 21), heads);
+        const auto x = random_values(size_t(T * cols), 22);
+        Run run(om.model);
+        Buf xb = run.upload(x);
+        Buf out = run.b->alloc(T * rows, "out");
+        run.b->begin();
+        run.b->matmul(out, xb, om.tensor("wq"), T);
+        run.b->submit();
+        const auto got = run.read(out, T * rows);
+        // Meta row 2i+p of head h is stored at row h*head_dim + p*head_dim/2 + i (the HF converter's permute).
+        std::vector<double> want(size_t(T * rows));
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t h = 0; h < heads; ++h)
+                for (int64_t i = 0; i < head_dim / 2; ++i)
+                    for (int64_t p = 0; p < 2; ++p) {
+                        const int64_t meta = h * head_dim + 2 * i + p;
+                        const int64_t stored = h * head_dim + p * head_dim / 2 + i;
+                        double s = 0;
+                        for (int64_t k = 0; k < cols; ++k) s += held[size_t(stored * cols + k)] * x[size_t(t * cols + k)];
+                        want[size_t(t * rows + meta)] = s;
+                    }
+        CHECK(rel_err(got, want) < 1e-6);
+    }
+}
+
+TEST_CASE("cpu matmul gives the same result on one thread and on many", "[cpu]") {
+    OpModel om;
+    om.add("w", DType::BF16, {101, 47}, random_values(101 * 47, 31));
+    const auto x = random_values(7 * 47, 32);
+    std::vector<std::vector<float>> results;
+    for (int threads : {1, 3}) {
+        Run run(om.model, threads);
+        Buf xb = run.upload(x);
+        Buf out = run.b->alloc(7 * 101, "out");
+        run.b->begin();
+        run.b->matmul(out, xb, om.tensor("w"), 7);
+        run.b->submit();
+        results.push_back(run.read(out, 7 * 101));
+    }
+    CHECK(results[0] == results[1]);
+}
+
+TEST_CASE("cpu rmsnorm matches a double reference", "[cpu]") {
+    for (DType dtype : {DType::F32, DType::BF16}) {
+        const int64_t n = 45, T = 3;
+        OpModel om;
+        const auto g = om.add("g", dtype, {n}, random_values(size_t(n), 41));
+        const auto x = random_values(size_t(T * n), 42, 3.0f);
+        Run run(om.model);
+        Buf xb = run.upload(x);
+        Buf out = run.b->alloc(T * n, "out");
+        run.b->begin();
+        run.b->rmsnorm(out, xb, om.tensor("g"), T, 1e-5f);
+        run.b->submit();
+        std::vector<double> want(size_t(T * n));
+        for (int64_t t = 0; t < T; ++t) {
+            double ss = 0;
+            for (int64_t i = 0; i < n; ++i) ss += double(x[size_t(t * n + i)]) * x[size_t(t * n + i)];
+            const double inv = 1.0 / std::sqrt(ss / n + 1e-5);
+            for (int64_t i = 0; i < n; ++i) want[size_t(t * n + i)] = x[size_t(t * n + i)] * inv * g[size_t(i)];
+        }
+        CHECK(rel_err(run.read(out, T * n), want) < 1e-6);
+    }
+}
+
+TEST_CASE("rope_frequencies follow precompute_freqs_cis and Llama 3.1 apply_scaling", "[cpu]") {
+    ModelConfig c;
+    c.head_dim = 128;
+    c.rope_theta = 500000.0f;
+    auto plain = rope_frequencies(c);
+    REQUIRE(plain.size() == 64);
+    for (size_t i = 0; i < plain.size(); ++i)
+        CHECK(plain[i] == Approx(std::pow(500000.0, -double(2 * i) / 128.0)).epsilon(1e-12));
+
+    c.rope_scaling.enabled = true;  // factor 8, low 1, high 4, original context 8192
+    auto scaled = rope_frequencies(c);
+    int kept = 0, divided = 0, blended = 0;
+    for (size_t i = 0; i < plain.size(); ++i) {
+        const double wavelen = 2 * std::numbers::pi / plain[i];
+        if (wavelen < 8192.0 / 4) {
+            CHECK(scaled[i] == plain[i]);
+            ++kept;
+        } else if (wavelen > 8192.0) {
+            CHECK(scaled[i] == Approx(plain[i] / 8).epsilon(1e-12));
+            ++divided;
+        } else {
+            const double smooth = (8192.0 / wavelen - 1) / 3;
+            CHECK(scaled[i] == Approx((1 - smooth) * plain[i] / 8 + smooth * plain[i]).epsilon(1e-12));
+            CHECK(scaled[i] < plain[i]);
+            CHECK(scaled[i] > plain[i] / 8);
+            ++blended;
+        }
+    }
+    // Llama 3.1's 128-wide heads have all three bands.
+    CHECK(kept > 0);
+    CHECK(divided > 0);
+    CHECK(blended > 0);
+
+    std::vector<float> factors(64, 2.0f);
+    factors[5] = 4.0f;
+    auto gguf = rope_frequencies(c, factors);
+    CHECK(gguf[0] == Approx(plain[0] / 2).epsilon(1e-12));
+    CHECK(gguf[5] == Approx(plain[5] / 4).epsilon(1e-12));
+    CHECK_THROWS_AS(rope_frequencies(c, std::vector<float>(3, 1.0f)), ModelError);
+}
+
+TEST_CASE("cpu rope rotates interleaved pairs, accurately at long positions", "[cpu]") {
+    OpModel om(/*head_dim*/ 16, /*n_heads*/ 3, /*n_kv_heads*/ 1);
+    om.model.config.rope_theta = 500000.0f;
+    om.model.config.rope_scaling.enabled = true;
+    const auto freqs = rope_frequencies(om.model.config);
+    for (int64_t pos0 : {0, 7, 5000, 100000}) {
+        const int64_t T = 3, heads = 3, hd = 16;
+        const auto x = random_values(size_t(T * heads * hd), 51);
+        Run run(om.model);
+        Buf xb = run.upload(x);
+        run.b->begin();
+        run.b->rope(xb, T, heads, pos0);
+        run.b->submit();
+        std::vector<double> want(x.size());
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t h = 0; h < heads; ++h)
+                for (int64_t i = 0; i < hd / 2; ++i) {
+                    const size_t k = size_t((t * heads + h) * hd + 2 * i);
+                    const double a = double(pos0 + t) * freqs[size_t(i)];
+                    // (x0 + i x1) * e^{i a}
+                    want[k] = x[k] * std::cos(a) - x[k + 1] * std::sin(a);
+                    want[k + 1] = x[k] * std::sin(a) + x[k + 1] * std::cos(a);
+                }
+        INFO("pos0 " << pos0);
+        CHECK(rel_err(run.read(xb, T * heads * hd), want) < 1e-6);
+    }
+}
+
+TEST_CASE("cpu attention matches causal grouped-query softmax attention, with probabilities", "[cpu]") {
+    const int64_t hd = 6, n_heads = 4, n_kv = 2, n_rep = 2;
+    OpModel om(hd, n_heads, n_kv);
+    for (auto [T, pos0] : {std::pair<int64_t, int64_t>{1, 0}, {1, 9}, {5, 0}, {3, 4}}) {
+        const int64_t L = pos0 + T, q_dim = n_heads * hd, kv_dim = n_kv * hd, max_seq = L + 2;
+        const auto q = random_values(size_t(T * q_dim), 61);
+        auto kc = random_values(size_t(max_seq * kv_dim), 62);
+        auto vc = random_values(size_t(max_seq * kv_dim), 63);
+        Run run(om.model);
+        Buf qb = run.upload(q), kb = run.upload(kc), vb = run.upload(vc);
+        Buf out = run.b->alloc(T * q_dim, "out");
+        Buf probs = run.b->alloc(n_heads * T * L, "probs");
+        run.b->write(probs, std::vector<float>(size_t(n_heads * T * L), 7.0f));  // must be overwritten
+        run.b->begin();
+        run.b->attention(out, qb, kb, vb, T, pos0, probs);
+        run.b->submit();
+        std::vector<double> want(size_t(T * q_dim)), want_p(size_t(n_heads * T * L), 0.0);
+        for (int64_t h = 0; h < n_heads; ++h)
+            for (int64_t t = 0; t < T; ++t) {
+                const int64_t g = h / n_rep;
+                std::vector<double> s(size_t(pos0 + t + 1));
+                double mx = -1e300, sum = 0;
+                for (int64_t j = 0; j <= pos0 + t; ++j) {
+                    double d = 0;
+                    for (int64_t i = 0; i < hd; ++i)
+                        d += double(q[size_t(t * q_dim + h * hd + i)]) * kc[size_t(j * kv_dim + g * hd + i)];
+                    s[size_t(j)] = d / std::sqrt(double(hd));
+                    mx = std::max(mx, s[size_t(j)]);
+                }
+                for (auto& v : s) sum += (v = std::exp(v - mx));
+                for (int64_t j = 0; j <= pos0 + t; ++j) {
+                    const double p = s[size_t(j)] / sum;
+                    want_p[size_t((h * T + t) * L + j)] = p;
+                    for (int64_t i = 0; i < hd; ++i)
+                        want[size_t(t * q_dim + h * hd + i)] += p * vc[size_t(j * kv_dim + g * hd + i)];
+                }
+            }
+        INFO("T " << T << " pos0 " << pos0);
+        CHECK(rel_err(run.read(out, T * q_dim), want) < 1e-6);
+        CHECK(rel_err(run.read(probs, n_heads * T * L), want_p) < 1e-6);
+    }
+}
+
+TEST_CASE("cpu embed, swiglu, add, copy", "[cpu]") {
+    OpModel om;
+    const int64_t dim = om.model.config.dim, vocab = 50;
+    for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+        OpModel m2;
+        const auto table = m2.add("tok_embeddings", dtype, {vocab, dim}, random_values(size_t(vocab * dim), 71));
+        Run run(m2.model);
+        const std::vector<int32_t> tokens{3, 49, 0, 3};
+        Buf out = run.b->alloc(4 * dim, "x0");
+        run.b->begin();
+        run.b->embed(out, tokens);
+        run.b->submit();
+        std::vector<double> want;
+        for (int32_t id : tokens)
+            want.insert(want.end(), table.begin() + id * dim, table.begin() + (id + 1) * dim);
+        CHECK(rel_err(run.read(out, 4 * dim), want) == 0.0);
+        const std::vector<int32_t> bad{1, 50};
+        run.b->begin();
+        CHECK_THROWS_AS(run.b->embed(out, bad), InputError);
+    }
+
+    const int64_t n = 1001;
+    const auto a = random_values(size_t(n), 72, 3.0f), b = random_values(size_t(n), 73);
+    Run run(om.model);
+    Buf ab = run.upload(a), bb = run.upload(b), out = run.b->alloc(n, "out");
+    run.b->begin();
+    run.b->swiglu(out, ab, bb, n);
+    run.b->submit();
+    std::vector<double> want(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) want[size_t(i)] = a[size_t(i)] / (1 + std::exp(-double(a[size_t(i)]))) * b[size_t(i)];
+    CHECK(rel_err(run.read(out, n), want) < 1e-6);
+
+    run.b->begin();
+    run.b->add(ab, ab, bb, n);  // in place, as the residual stream does
+    run.b->submit();
+    for (int64_t i = 0; i < n; ++i) want[size_t(i)] = double(a[size_t(i)]) + b[size_t(i)];
+    CHECK(rel_err(run.read(ab, n), want) < 1e-7);
+
+    run.b->begin();
+    run.b->copy(out.at(1, n - 1), bb, n - 1);
+    run.b->submit();
+    const auto copied = run.read(out, n);
+    CHECK(std::equal(b.begin(), b.end() - 1, copied.begin() + 1));
+}
+
+TEST_CASE("cpu topk is descending with lower ids first on ties", "[cpu]") {
+    OpModel om;
+    Run run(om.model);
+    std::vector<float> row{0.5f, 2.0f, -1.0f, 2.0f, 7.0f, 2.0f, std::nanf(""), 0.5f, 7.0f};
+    Buf b = run.upload(row);
+    run.b->begin();
+    Readback r = run.b->topk(b, 9, 6);
+    Readback all = run.b->topk(b, 9, 20);
+    run.b->submit();
+    const auto top = run.b->topk_result(r);
+    const std::vector<int32_t> want_ids{4, 8, 1, 3, 5, 0};
+    REQUIRE(top.size() == want_ids.size());
+    for (size_t i = 0; i < top.size(); ++i) {
+        CHECK(top[i].id == want_ids[i]);
+        CHECK(top[i].logit == row[size_t(top[i].id)]);
+    }
+    CHECK(run.b->topk_result(all).size() == 9);
+}
+
+TEST_CASE("cpu backend rejects out-of-range buffers and unsupported weight types", "[cpu]") {
+    OpModel om;
+    Run run(om.model);
+    Buf small = run.b->alloc(4, "small");
+    run.b->begin();
+    CHECK_THROWS_AS(run.b->add(small, small, small, 5), Error);
+    CHECK_THROWS_AS(run.b->copy(small.at(2, 2), small, 3), Error);
+
+    OpModel q;
+    q.add("w", DType::F32, {2, 32}, random_values(64, 81));
+    q.model.tensors["w"].dtype = DType::Q8_0;
+    BackendOptions o;
+    auto b = make_backend(o);
+    CHECK_THROWS_AS(b->load(q.model), UnsupportedError);
+
+    BackendOptions v;
+    v.name = "tpu";
+    CHECK_THROWS_AS(make_backend(v), UnsupportedError);
+}
