@@ -12,6 +12,11 @@
 
 namespace strata {
 
+// Which names Meta's tokenizer code gives the 256 special tokens after a tokenizer.model's ranks. The rank file
+// is the same for both; only the names differ (Llama 3.1 renamed some reserved ones: 128008 <|eom_id|>,
+// 128010 <|python_tag|>, ...). Llama 3's names equal the ones in Llama 3's tokenizer.json.
+enum class MetaSpecials { Llama3, Llama31 };
+
 class Tokenizer {
 public:
     Tokenizer();
@@ -25,6 +30,12 @@ public:
     static Tokenizer from_hf_json(const std::filesystem::path& file);
     // Meta's tokenizer.model: tiktoken rank file (base64 bytes, rank), plus Meta's 256 special tokens.
     static Tokenizer from_tiktoken(const std::filesystem::path& file);
+    static Tokenizer from_tiktoken(const std::filesystem::path& file, MetaSpecials names);
+    // The same from the rank file's text; `origin` names it in errors.
+    static Tokenizer from_tiktoken_text(std::string_view text, const std::string& origin,
+                                        MetaSpecials names = MetaSpecials::Llama3);
+    // The special tokens Meta's tokenizer code adds after `first_id` (128000 for Llama 3), in id order.
+    static std::vector<std::pair<std::string, int32_t>> meta_specials(int32_t first_id, MetaSpecials names);
     // GGUF metadata: tokenizer.ggml.tokens (GPT-2 byte-to-unicode strings), token_type, merges.
     // token_types: 1 normal, 3 control, 4 user defined, ... (llama.cpp's values).
     static Tokenizer from_gguf_vocab(const std::vector<std::string>& tokens,
@@ -38,6 +49,8 @@ public:
     int32_t vocab_size() const;  // normal + special tokens
 
     // Encode text. With allow_special, special-token text ("<|eot_id|>") becomes its id; otherwise it is text.
+    // The text must be valid UTF-8 (as tiktoken's and Hugging Face's, which take Unicode strings): invalid
+    // bytes throw InputError with their byte offset rather than being guessed at.
     std::vector<int32_t> encode(std::string_view text, bool allow_special = false) const;
     // The raw bytes of a token (special tokens: their text). Throws InputError for an id out of range.
     const std::string& token_bytes(int32_t id) const;
@@ -69,6 +82,15 @@ private:
     const Tokenizer* tok_;
     std::string pending_;
 };
+
+// The tokenizer for a model path: a folder with tokenizer.json (preferred) or tokenizer.model (Meta's; with a
+// params.json that says use_scaled_rope, the Llama 3.1 special names), or such a file itself (.json means
+// tokenizer.json, anything else a rank file). GGUF files carry their tokenizer inside: use load_model for them.
+// TokenizerError names the folder and the files looked for when there is none.
+Tokenizer load_tokenizer_for(const std::filesystem::path& path);
+
+// The bytes with each invalid or incomplete UTF-8 sequence replaced by U+FFFD, for showing token pieces.
+std::string to_valid_utf8(std::string_view bytes);
 
 // GPT-2's byte-to-unicode table, used by tokenizer.json and GGUF vocabularies.
 std::string bytes_to_gpt2_unicode(std::string_view bytes);
