@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "strata/error.hpp"
 #include "strata/tokenizer.hpp"
 #include "support.hpp"
 
