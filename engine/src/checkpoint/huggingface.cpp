@@ -326,12 +326,10 @@ std::unique_ptr<Model> load_huggingface(const fs::path& dir, const LoadProgress&
     m->validate_shapes();
 
     check_cancel(progress);
-    const fs::path tok = dir / "tokenizer.json";
-    if (!fs::exists(tok))
-        throw TokenizerError("no tokenizer in " + dir.string() + ": expected tokenizer.json next to config.json");
-    m->tokenizer = Tokenizer::from_hf_json(tok);
+    // tokenizer.json, or tokenizer.model when a folder only has Meta's rank file; TokenizerError names what is missing.
+    m->tokenizer = load_tokenizer_for(dir);
     if (m->tokenizer.vocab_size() > m->config.vocab_size)
-        throw ModelError(tok.string() + ": " + std::to_string(m->tokenizer.vocab_size()) +
+        throw ModelError(dir.string() + ": the tokenizer has " + std::to_string(m->tokenizer.vocab_size()) +
                          " tokens, but the embedding table has only " + std::to_string(m->config.vocab_size) + " rows");
     return m;
 }

@@ -1,0 +1,205 @@
+// Model: exact parameter counts, strata-cli info, and the demonstration model.
+#include <cmath>
+#include <cstdio>
+
+#include "catch.hpp"
+#include "strata/demo.hpp"
+#include "strata/error.hpp"
+#include "strata/model.hpp"
+#include "support.hpp"
+#include "test_huggingface_fixture.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Catch::Matchers::Contains;
+using namespace strata;
+using namespace strata::test;
+using namespace strata::test::hf;
+
+namespace {
+
+// Parameters implied by the arguments alone, counted from model.py's Transformer.__init__ by hand.
+struct Expected {
+    uint64_t embeddings, attention, feed_forward, norms, output, total;
+};
+Expected count_by_hand(int64_t dim, int64_t n_layers, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                       int64_t hidden, int64_t vocab, bool tied) {
+    Expected e{};
+    e.embeddings = uint64_t(vocab * dim);
+    e.attention = uint64_t(n_layers) * uint64_t(dim * n_heads * head_dim        // wq
+                                                + 2 * dim * n_kv_heads * head_dim  // wk, wv
+                                                + n_heads * head_dim * dim);       // wo
+    e.feed_forward = uint64_t(n_layers) * uint64_t(3 * dim * hidden);             // w1, w2, w3
+    e.norms = uint64_t(n_layers) * uint64_t(2 * dim) + uint64_t(dim);             // attention_norm, ffn_norm; norm
+    e.output = tied ? 0 : uint64_t(vocab * dim);
+    e.total = e.embeddings + e.attention + e.feed_forward + e.norms + e.output;
+    return e;
+}
+
+void check_counts(const Model& m, const Expected& e) {
+    CHECK(m.parameter_count() == e.total);
+    const auto g = m.parameter_groups();
+    CHECK(g.at("tok_embeddings") == e.embeddings);
+    CHECK(g.at("attention") == e.attention);
+    CHECK(g.at("feed_forward") == e.feed_forward);
+    CHECK(g.at("norms") == e.norms);
+    CHECK(g.at("output") == e.output);
+}
+
+std::string run_cli(const std::string& args, int* status) {
+    const fs::path cli = fs::path(STRATA_BINARY_DIR) / "app" / "strata-cli";
+    REQUIRE(fs::exists(cli));
+    FILE* p = ::popen((cli.string() + " " + args + " 2>&1").c_str(), "r");
+    REQUIRE(p != nullptr);
+    std::string out;
+    char buf[4096];
+    while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+    *status = ::pclose(p);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("parameter count of the golden model is exact (tied: embeddings counted once)", "[checkpoint]") {
+    const auto m = load_model(golden_hf_dir());
+    // expected.json: dim 128, 3 layers, 2:1 heads of 64, FFN 448, vocab 128256, tied.
+    const json a = expected()["args"];
+    const Expected e = count_by_hand(a["dim"], a["n_layers"], a["n_heads"], a["n_kv_heads"], a["head_dim"],
+                                     a["hidden_dim"], a["vocab_size"], a["tie_embeddings"]);
+    CHECK(e.total == 128256ull * 128 + 3 * (128 * 128 + 2 * 128 * 64 + 128 * 128 + 3 * 128 * 448 + 2 * 128) + 128);
+    check_counts(*m, e);
+}
+
+TEST_CASE("parameter count of an untied model counts output separately", "[checkpoint]") {
+    const auto m = load_model(write_tiny("count-untied"));
+    check_counts(*m, count_by_hand(16, 2, 4, 2, 4, 24, 128256, false));
+}
+
+TEST_CASE("validate_shapes names the tensor, the expected and found shapes, and the file", "[checkpoint]") {
+    auto m = load_model(golden_hf_dir());
+    TensorView& w1 = m->tensors.at("layers.2.feed_forward.w1");
+    w1.shape = {448, 127};
+    const std::string e = error_of<ModelError>([&] { m->validate_shapes(); });
+    CHECK_THAT(e, Contains("layers.2.feed_forward.w1") && Contains("expected [448, 128], found [448, 127] in") &&
+                      Contains("model.safetensors"));
+    w1.shape = {448, 128};
+    m->tensors.erase("norm");
+    CHECK_THAT(error_of<ModelError>([&] { m->validate_shapes(); }), Contains("missing tensor norm"));
+    CHECK_THAT(error_of<ModelError>([&] { m->tensor("norm"); }), Contains("norm") && Contains(m->path.string()));
+}
+
+TEST_CASE("strata-cli info prints format, config, exact parameters, dtypes and bytes", "[checkpoint]") {
+    int status = 0;
+    const std::string out = run_cli("info --model " + golden_hf_dir().string(), &status);
+    INFO(out);
+    REQUIRE(status == 0);
+    const json j = json::parse(out);
+    const json a = expected()["args"];
+    CHECK(j["format"] == "huggingface");
+    CHECK(j["path"] == golden_hf_dir().string());
+    CHECK(j["demo"] == false);
+    CHECK(j["config"]["dim"] == a["dim"]);
+    CHECK(j["config"]["n_layers"] == a["n_layers"]);
+    CHECK(j["config"]["hidden_dim"] == a["hidden_dim"]);
+    CHECK(j["config"]["tie_embeddings"] == true);
+    CHECK(j["config"]["norm_eps"] == 1e-5);
+    CHECK(j["config"]["rope_scaling"]["factor"] == 8.0);
+    const Expected e = count_by_hand(a["dim"], a["n_layers"], a["n_heads"], a["n_kv_heads"], a["head_dim"],
+                                     a["hidden_dim"], a["vocab_size"], a["tie_embeddings"]);
+    CHECK(j["parameters"]["total"] == e.total);
+    CHECK(j["parameters"]["groups"]["attention"] == e.attention);
+    CHECK(j["parameters"]["groups"]["output"] == 0);
+    CHECK(j["dtypes"] == json{{"BF16", 29}});
+    CHECK(j["tensors"] == 29);
+    CHECK(j["file_bytes"] == fs::file_size(reference_dir() / "model" / "model.safetensors"));
+
+    const std::string bad = run_cli("info --model " + (temp_dir("info-none") / "x").string(), &status);
+    CHECK(status != 0);
+    CHECK_THAT(bad, Contains("error:") && Contains("no such file or folder"));
+}
+
+TEST_CASE("the demonstration model: written, loaded, marked, and a genuine HF checkpoint", "[checkpoint]") {
+    const fs::path dir = temp_dir("demo");
+    const DemoOptions o;
+    make_demo_model(dir, tokenizer_json(), o);
+    const auto m = load_model(dir);
+    REQUIRE_NOTHROW(m->validate_shapes());
+    const ModelConfig& c = m->config;
+    CHECK(c.is_demo);
+    CHECK(c.is_instruct);
+    CHECK(c.dim == o.dim);
+    CHECK(c.n_layers == o.n_layers);
+    CHECK(c.n_heads == o.n_heads);
+    CHECK(c.n_kv_heads == o.n_kv_heads);
+    CHECK(c.hidden_dim == o.hidden_dim);
+    CHECK(c.vocab_size == 128256);
+    CHECK(c.tie_embeddings);
+    CHECK(c.rope_scaling.enabled);
+    CHECK(m->tokenizer.vocab_size() == 128256);
+    for (const auto& [name, t] : m->tensors) CHECK(t.dtype == DType::BF16);
+    check_counts(*m, count_by_hand(o.dim, o.n_layers, o.n_heads, o.n_kv_heads, o.dim / o.n_heads, o.hidden_dim,
+                                   128256, true));
+    CHECK(m->file_bytes() < 80u * 1000 * 1000);
+    CHECK_THAT(read_file(dir / "README.txt"), Contains("RANDOM WEIGHTS"));
+
+    // q/k are stored as HF's converter would have written them from Meta's layout.
+    const TensorView& wq = m->tensor("layers.1.attention.wq");
+    CHECK(hf_permute(wq.to_f32(), o.n_heads, wq.rows(), wq.cols()) ==
+          read_raw(dir / "model.safetensors", "model.layers.1.self_attn.q_proj.weight"));
+    const TensorView& wk = m->tensor("layers.3.attention.wk");
+    CHECK(hf_permute(wk.to_f32(), o.n_kv_heads, wk.rows(), wk.cols()) ==
+          read_raw(dir / "model.safetensors", "model.layers.3.self_attn.k_proj.weight"));
+
+    // Scaled like a real initialisation: matrices std ~0.02, norm gains around 1.
+    auto moments = [](const std::vector<float>& v) {
+        double s = 0, s2 = 0;
+        for (float x : v) s += x, s2 += double(x) * x;
+        const double mean = s / double(v.size());
+        return std::pair{mean, std::sqrt(s2 / double(v.size()) - mean * mean)};
+    };
+    auto [wm, ws] = moments(m->tensor("layers.0.feed_forward.w2").to_f32());
+    CHECK(std::abs(wm) < 0.001);
+    CHECK(ws == Approx(0.02).epsilon(0.02));
+    auto [gm, gs] = moments(m->tensor("layers.2.ffn_norm").to_f32());
+    CHECK(gm == Approx(1.0).epsilon(0.05));
+    CHECK(gs > 0.05);
+}
+
+TEST_CASE("the demonstration model is reproducible from its seed", "[checkpoint]") {
+    DemoOptions o;
+    o.dim = 32;
+    o.n_layers = 1;
+    o.n_heads = 4;
+    o.n_kv_heads = 2;
+    o.hidden_dim = 64;
+    const fs::path a = temp_dir("demo-a"), b = temp_dir("demo-b"), c = temp_dir("demo-c");
+    make_demo_model(a, tokenizer_json(), o);
+    make_demo_model(b, tokenizer_json(), o);
+    o.seed += 1;
+    make_demo_model(c, tokenizer_json(), o);
+    CHECK(read_file(a / "model.safetensors") == read_file(b / "model.safetensors"));
+    CHECK(read_file(a / "model.safetensors") != read_file(c / "model.safetensors"));
+    REQUIRE_NOTHROW(load_model(c)->validate_shapes());
+}
+
+TEST_CASE("the demonstration model refuses a missing tokenizer and impossible options", "[checkpoint]") {
+    const fs::path dir = temp_dir("demo-bad");
+    CHECK_THAT(error_of<TokenizerError>([&] { make_demo_model(dir, dir / "nope.json"); }), Contains("nope.json"));
+    DemoOptions o;
+    o.n_kv_heads = 3;
+    CHECK_THROWS_AS(make_demo_model(dir, tokenizer_json(), o), InputError);
+    CHECK_FALSE(fs::exists(dir / "model.safetensors"));
+}
+
+TEST_CASE("strata-cli make-demo writes a model that info calls a demonstration", "[checkpoint]") {
+    const fs::path dir = temp_dir("demo-cli") / "demo";
+    int status = 0;
+    const std::string out = run_cli("make-demo --out " + dir.string() + " --tokenizer " + tokenizer_json().string(), &status);
+    INFO(out);
+    REQUIRE(status == 0);
+    CHECK(json::parse(out)["demo"] == true);
+    const json info = json::parse(run_cli("info --model " + dir.string(), &status));
+    CHECK(status == 0);
+    CHECK(info["demo"] == true);
+    CHECK(info["config"]["is_demo"] == true);
+}
