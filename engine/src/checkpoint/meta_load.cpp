@@ -7,6 +7,7 @@
 //                8192 without (Llama 3)
 //   eos_ids      <|end_of_text|> (Meta's generate also stops on <|eot_id|> / <|eom_id|>, as Strata always does)
 //   is_instruct  the folder name contains "instruct" (params.json is the same for base and instruct models)
+//   specials     Llama 3.1's names when use_scaled_rope is set, else Llama 3's (same ids for the shared ones)
 #include <algorithm>
 #include <cctype>
 #include <fstream>
@@ -161,7 +162,10 @@ std::unique_ptr<Model> load_meta(const fs::path& dir, const LoadProgress& progre
     const fs::path tok = dir / "tokenizer.model";
     if (!fs::exists(tok))
         throw TokenizerError("no tokenizer in " + dir.string() + ": expected tokenizer.model next to params.json");
-    m->tokenizer = Tokenizer::from_tiktoken(tok);
+    // The rank file is the same for Llama 3 and 3.1; Meta's code names the special tokens differently (3.1 has
+    // <|eom_id|>, <|python_tag|>), and 3.1 is the release that introduced use_scaled_rope.
+    m->tokenizer = Tokenizer::from_tiktoken(tok, m->config.rope_scaling.enabled ? MetaSpecials::Llama31
+                                                                                : MetaSpecials::Llama3);
     ModelConfig& c = m->config;
     if (c.vocab_size <= 0) c.vocab_size = m->tokenizer.vocab_size();
     if (auto id = m->tokenizer.special_id("<|begin_of_text|>")) c.bos_id = *id;
