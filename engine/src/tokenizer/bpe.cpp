@@ -15,19 +15,12 @@ constexpr int32_t kNoRank = std::numeric_limits<int32_t>::max();
 // Beyond this length the O(n^2) scan loses to the heap (measured on runs of spaces and letters).
 constexpr size_t kHeapThreshold = 96;
 
-uint64_t mix(uint64_t x) {
-    x ^= x >> 32;
-    x *= 0xd6e8feb86659fd93ull;
-    x ^= x >> 32;
-    return x;
+int32_t rank_of(const RankTable& ranks, std::string_view bytes) {
+    int32_t r = ranks.find(bytes);
+    return r == RankTable::kNone ? kNoRank : r;
 }
 
-int32_t rank_of(const RankMap& ranks, std::string_view bytes) {
-    auto it = ranks.find(bytes);
-    return it == ranks.end() ? kNoRank : it->second;
-}
-
-int32_t byte_rank(const RankMap& ranks, std::string_view bytes) {
+int32_t byte_rank(const RankTable& ranks, std::string_view bytes) {
     int32_t r = rank_of(ranks, bytes);
     // The tokenizer checks at construction that all 256 bytes are tokens; this guards against a caller that
     // built a RankMap by hand.
@@ -36,7 +29,7 @@ int32_t byte_rank(const RankMap& ranks, std::string_view bytes) {
 }
 
 // tiktoken's scan: parts are boundaries into the piece; rank[i] is the rank of merging part i with part i+1.
-void bpe_scan(std::string_view piece, const RankMap& ranks, std::vector<int32_t>& out) {
+void bpe_scan(std::string_view piece, const RankTable& ranks, std::vector<int32_t>& out) {
     struct Part {
         uint32_t start;
         int32_t rank;
@@ -70,7 +63,7 @@ void bpe_scan(std::string_view piece, const RankMap& ranks, std::vector<int32_t>
 // The same merges in O(n log n): parts form a linked list (a part is named by the byte where it starts), and a
 // heap holds candidate pairs ordered by (rank, start). A pair goes stale when either side changes; `version`
 // tells stale heap entries apart without removing them.
-void bpe_heap(std::string_view piece, const RankMap& ranks, std::vector<int32_t>& out) {
+void bpe_heap(std::string_view piece, const RankTable& ranks, std::vector<int32_t>& out) {
     const uint32_t n = static_cast<uint32_t>(piece.size());
     std::vector<uint32_t> next(n), prev(n), version(n, 0);
     std::vector<uint8_t> alive(n, 1);
@@ -113,26 +106,9 @@ void bpe_heap(std::string_view piece, const RankMap& ranks, std::vector<int32_t>
 
 }  // namespace
 
-size_t BytesHash::operator()(std::string_view s) const noexcept {
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ s.size();
-    const char* p = s.data();
-    size_t n = s.size();
-    while (n >= 8) {
-        uint64_t k;
-        std::memcpy(&k, p, 8);
-        h = mix(h ^ k) + 0x9e3779b97f4a7c15ull;
-        p += 8;
-        n -= 8;
-    }
-    if (n) {
-        uint64_t k = 0;
-        std::memcpy(&k, p, n);
-        h = mix(h ^ k ^ (uint64_t{n} << 56));
-    }
-    return static_cast<size_t>(mix(h));
-}
+size_t BytesHash::operator()(std::string_view s) const noexcept { return static_cast<size_t>(hash_bytes(s)); }
 
-void bpe_encode(std::string_view piece, const RankMap& ranks, std::vector<int32_t>& out) {
+void bpe_encode(std::string_view piece, const RankTable& ranks, std::vector<int32_t>& out) {
     if (piece.empty()) return;
     if (piece.size() > std::numeric_limits<uint32_t>::max() - 1)
         throw InputError("a single piece of " + std::to_string(piece.size()) + " bytes is too long to encode");

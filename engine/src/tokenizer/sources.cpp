@@ -278,8 +278,8 @@ Tokenizer Tokenizer::from_gguf_vocab(const std::vector<std::string>& tokens, con
         auto a = gpt2_unicode_to_bytes(std::string_view(m).substr(0, sp));
         auto b = gpt2_unicode_to_bytes(std::string_view(m).substr(sp + 1));
         if (!a || !b) throw TokenizerError(at + " is not in GPT-2 byte-to-unicode form");
-        if (!ranks.count(*a) || !ranks.count(*b)) throw TokenizerError(at + " joins a part that is not a token");
-        if (!ranks.count(*a + *b)) throw TokenizerError(at + " makes bytes that are not a token");
+        if (!ranks.contains(*a) || !ranks.contains(*b)) throw TokenizerError(at + " joins a part that is not a token");
+        if (!ranks.contains(*a + *b)) throw TokenizerError(at + " makes bytes that are not a token");
     }
     return tok;
 }

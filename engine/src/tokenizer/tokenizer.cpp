@@ -45,10 +45,9 @@ Tokenizer Tokenizer::from_ranks(std::vector<std::string> token_bytes,
     impl->ranks.reserve(token_bytes.size());
     for (size_t id = 0; id < token_bytes.size(); ++id) {
         if (token_bytes[id].empty()) continue;  // a slot for a special token
-        auto [it, inserted] = impl->ranks.emplace(token_bytes[id], static_cast<int32_t>(id));
-        if (!inserted)
+        if (int32_t other = impl->ranks.insert(token_bytes[id], static_cast<int32_t>(id)); other >= 0)
             throw TokenizerError("token " + std::to_string(id) + " has the same bytes (" + hex_bytes(token_bytes[id]) +
-                                 ") as token " + std::to_string(it->second) + ": ranks must be unique");
+                                 ") as token " + std::to_string(other) + ": ranks must be unique");
         impl->bytes[id] = std::move(token_bytes[id]);
     }
     std::sort(specials.begin(), specials.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
@@ -82,7 +81,7 @@ Tokenizer Tokenizer::from_ranks(std::vector<std::string> token_bytes,
     // Byte-level BPE can only encode every text if every single byte is a token.
     for (int b = 0; b < 256; ++b) {
         const std::string one(1, static_cast<char>(b));
-        if (!impl->ranks.count(one))
+        if (!impl->ranks.contains(one))
             throw TokenizerError("byte " + tokenizer_detail::describe_bytes(one, 0) +
                                  " has no token: a byte-level vocabulary needs all 256 single bytes");
     }
@@ -99,8 +98,7 @@ void Tokenizer::Impl::encode_ordinary(std::string_view text, std::vector<int32_t
     Splitter::llama3().split(text, [&](std::string_view piece) {
         // Llama 3 takes a piece that is itself a token whole, before any merging (tiktoken does; tokenizer.json
         // says so with ignore_merges). Most words end here.
-        auto it = ranks.find(piece);
-        if (it != ranks.end()) out.push_back(it->second);
+        if (int32_t id = ranks.find(piece); id >= 0) out.push_back(id);
         else bpe_encode(piece, ranks, out);
     });
 }

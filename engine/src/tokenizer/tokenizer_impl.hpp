@@ -14,7 +14,7 @@ namespace strata {
 struct Tokenizer::Impl {
     std::vector<std::string> bytes;         // by id: a normal token's bytes, a special token's text
     std::vector<uint8_t> special;           // by id: 1 for special tokens
-    tokenizer_detail::RankMap ranks;        // normal tokens' bytes -> id (= rank)
+    tokenizer_detail::RankTable ranks;      // normal tokens' bytes -> id (= rank)
     std::vector<std::pair<std::string, int32_t>> specials;  // in id order
     tokenizer_detail::RankMap special_ids;  // special text -> id
     // Specials by their first byte, longest first, so the first that matches at a position is the longest.
