@@ -28,6 +28,8 @@ public:
 
     // Hugging Face tokenizer.json (vocab in GPT-2 byte-to-unicode form, merges, added_tokens).
     static Tokenizer from_hf_json(const std::filesystem::path& file);
+    // The same from the file's text; `origin` names it in errors.
+    static Tokenizer from_hf_json_text(std::string_view text, const std::string& origin);
     // Meta's tokenizer.model: tiktoken rank file (base64 bytes, rank), plus Meta's 256 special tokens.
     static Tokenizer from_tiktoken(const std::filesystem::path& file);
     static Tokenizer from_tiktoken(const std::filesystem::path& file, MetaSpecials names);

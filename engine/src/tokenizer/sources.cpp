@@ -89,9 +89,9 @@ void collect_regexes(const nlohmann::json& j, std::vector<std::string>& out) {
 
 }  // namespace
 
-Tokenizer Tokenizer::from_hf_json(const fs::path& file) {
-    const std::string where = file.string();
-    const std::string text = read_whole(file);
+Tokenizer Tokenizer::from_hf_json(const fs::path& file) { return from_hf_json_text(read_whole(file), file.string()); }
+
+Tokenizer Tokenizer::from_hf_json_text(std::string_view text, const std::string& where) {
     nlohmann::json j;
     try {
         j = nlohmann::json::parse(text);
