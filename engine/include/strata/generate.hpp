@@ -22,6 +22,9 @@ struct SamplerSettings {
 
 // The distribution after temperature, top-k, top-p and min-p, as the sampler sees it. Tokens removed by a
 // filter have probability 0. Greedy (temperature 0) puts all mass on the argmax (lowest id on ties).
+// Order and rules follow Hugging Face transformers' warpers: softmax(logits / temperature); top-k keeps
+// exactly k tokens (ties to the lower id); top-p keeps the smallest most-probable set whose renormalised mass
+// reaches top_p; min-p then drops tokens below min_p * (largest remaining probability); the rest renormalised.
 std::vector<float> sampling_distribution(std::span<const float> logits, const SamplerSettings& s);
 
 class Sampler {
@@ -62,7 +65,7 @@ struct GeneratedToken {
     int32_t id = 0;
     std::string text;          // complete UTF-8 released by this token (may be empty)
     int64_t position = 0;      // its position in the sequence
-    Trace trace;               // what the step kept
+    Trace trace;               // the decode step that ran this token (its residuals; top-k of the next token)
 };
 
 class Session {
@@ -72,14 +75,18 @@ public:
     // Feeds tokens (prefill) after what the session already holds; returns their trace.
     Trace feed(std::span<const int32_t> tokens, const TraceRequest& request = {},
                const std::atomic<bool>* cancel = nullptr);
-    // Generates after what was fed, calling on_token for each token (return false to stop).
-    // Stops on an end token (not emitted as text), max_tokens, cancel or a full context.
+    // Generates after what was fed, calling on_token for each token (return false to stop: Cancelled).
+    // Stops on an end token (not emitted as text and not fed), max_tokens, cancel or a full context.
+    // Each token is run through the model before on_token sees it, so tokens() holds every emitted token.
     StopReason generate(const GenerateOptions& options, const std::function<bool(const GeneratedToken&)>& on_token,
                         const std::atomic<bool>* cancel = nullptr);
 
     const std::vector<int32_t>& tokens() const { return tokens_; }  // every token in the cache
+    // The logits after the last token in the cache ([vocab]; empty before the first feed).
+    const std::vector<float>& last_logits() const { return last_logits_; }
     int64_t capacity() const { return cache_.capacity(); }
-    void truncate(int64_t n);  // forget tokens >= n
+    // Forget tokens >= n (regenerate, edit); generation then continues after token n-1 (re-run once).
+    void truncate(int64_t n);
     Transformer& transformer() { return transformer_; }
 
 private:
