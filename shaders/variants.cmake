@@ -1,4 +1,22 @@
 # Every shader variant: "name|source.comp|DEFINE=1,OTHER=2". The Vulkan backend asks for variants by name.
+# Weight-reading kernels come once per stored type (widened to float32 in the shader); matvec also in a
+# 16-byte-load form (VEC) for rows whose length allows it.
 set(STRATA_SHADER_VARIANTS
   "add|add.comp"
+  "copy|copy.comp"
+  "swiglu|swiglu.comp"
+  "rope|rope.comp"
+  "attention|attention.comp"
+  "topk|topk.comp"
+  "topk_merge|topk.comp|MERGE=1"
+  "read_bandwidth|read_bandwidth.comp"
 )
+foreach(wtype IN ITEMS f32 f16 bf16)
+  string(TOUPPER ${wtype} WTYPE)
+  list(APPEND STRATA_SHADER_VARIANTS
+    "embed_${wtype}|embed.comp|WTYPE_${WTYPE}=1"
+    "rmsnorm_${wtype}|rmsnorm.comp|WTYPE_${WTYPE}=1"
+    "matvec_${wtype}|matvec.comp|WTYPE_${WTYPE}=1"
+    "matvec_vec_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1"
+    "matmul_${wtype}|matmul.comp|WTYPE_${WTYPE}=1")
+endforeach()

@@ -1,0 +1,107 @@
+#pragma once
+// The Vulkan context: instance (+ the validation layer's messenger when asked), the chosen physical device,
+// the logical device with one compute queue, and one command pool. Everything else (buffers, kernels,
+// sequences) borrows it and must be destroyed before it; the backend declares it first so it dies last.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <vulkan/vulkan.h>
+
+#include "strata/vulkan.hpp"
+
+namespace strata::vk {
+
+struct ContextOptions {
+    int device_index = -1;           // < 0: the best device (discrete > integrated > virtual > cpu)
+    bool validation = false;         // VK_LAYER_KHRONOS_validation with a messenger recording every message
+    uint64_t max_binding_range = 0;  // tests: pretend maxStorageBufferRange is this small (0 = the device's)
+};
+
+// An instance, with the validation layer and its messenger when asked. Used alone to list devices.
+class Instance {
+public:
+    explicit Instance(bool validation);
+    ~Instance();
+    Instance(const Instance&) = delete;
+    Instance& operator=(const Instance&) = delete;
+
+    VkInstance handle() const { return instance_; }
+    std::vector<VkPhysicalDevice> physical_devices() const;
+
+private:
+    VkInstance instance_ = VK_NULL_HANDLE;
+    VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+};
+
+// What a physical device offers, and whether Strata can run on it.
+VulkanDeviceInfo describe_device(VkPhysicalDevice pd, int index);
+// The index the backend picks when no --device is given, or -1 when no device is usable.
+int best_device(const std::vector<VulkanDeviceInfo>& devices);
+
+class Context {
+public:
+    explicit Context(const ContextOptions& options);
+    ~Context();
+    Context(const Context&) = delete;
+    Context& operator=(const Context&) = delete;
+
+    VkInstance instance() const { return instance_->handle(); }
+    VkPhysicalDevice physical() const { return physical_; }
+    VkDevice device() const { return device_; }
+    VkQueue queue() const { return queue_; }
+    uint32_t queue_family() const { return queue_family_; }
+    VkCommandPool command_pool() const { return command_pool_; }
+    const VkPhysicalDeviceLimits& limits() const { return properties_.limits; }
+    const VulkanDeviceInfo& info() const { return info_; }
+    bool validation() const { return validation_; }
+
+    // The largest range one storage-buffer binding may cover: maxStorageBufferRange, or the tests' smaller
+    // override, and never more than one allocation may hold. A multiple of 256 bytes.
+    uint64_t max_binding_range() const { return max_binding_range_; }
+    uint64_t max_allocation() const { return max_allocation_; }  // min(maxMemoryAllocationSize, maxBufferSize)
+    uint64_t offset_alignment() const { return properties_.limits.minStorageBufferOffsetAlignment; }
+    uint32_t max_groups_x() const { return properties_.limits.maxComputeWorkGroupCount[0]; }
+    uint32_t max_groups_y() const { return properties_.limits.maxComputeWorkGroupCount[1]; }
+    bool has_timestamps() const { return timestamp_bits_ > 0; }
+    double timestamp_period_ns() const { return properties_.limits.timestampPeriod; }
+
+    // A memory type among type_bits that has every `required` flag, preferring more `preferred` flags and
+    // fewer `avoided` ones; nullopt when none qualifies.
+    std::optional<uint32_t> find_memory_type(uint32_t type_bits, VkMemoryPropertyFlags required,
+                                             VkMemoryPropertyFlags preferred, VkMemoryPropertyFlags avoided) const;
+    const VkPhysicalDeviceMemoryProperties& memory_properties() const { return memory_; }
+    uint64_t heap_size_of_type(uint32_t type) const;
+
+    // A CPU device (lavapipe) allocates "device" memory from ordinary RAM and reports a nominal heap size, so
+    // the heap is no limit to check against there; the allocation itself still fails when RAM runs out.
+    bool heap_is_advisory() const { return info_.type == "cpu"; }
+
+    // Bytes of device memory Strata holds now (for out-of-memory messages).
+    uint64_t allocated_bytes() const { return allocated_; }
+    void note_allocated(uint64_t bytes) { allocated_ += bytes; }
+    void note_freed(uint64_t bytes) { allocated_ -= bytes; }
+
+private:
+    std::unique_ptr<Instance> instance_;
+    VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+    VkPhysicalDeviceProperties properties_{};
+    VkPhysicalDeviceMemoryProperties memory_{};
+    VulkanDeviceInfo info_;
+    VkDevice device_ = VK_NULL_HANDLE;
+    VkQueue queue_ = VK_NULL_HANDLE;
+    uint32_t queue_family_ = 0;
+    uint32_t timestamp_bits_ = 0;
+    VkCommandPool command_pool_ = VK_NULL_HANDLE;
+    bool validation_ = false;
+    uint64_t max_binding_range_ = 0;
+    uint64_t max_allocation_ = 0;
+    uint64_t allocated_ = 0;
+};
+
+// Whether STRATA_VK_VALIDATION asks for the validation layer ("1", "true", "on").
+bool validation_from_env();
+
+}  // namespace strata::vk

@@ -1,0 +1,351 @@
+// The ops of a step, recorded as dispatches. Each works out its bindings (splitting work whose data exceed one
+// binding), fills the push constants its shader declares, and dispatches. Host mirrors of the push-constant
+// blocks are plain structs of 32-bit fields in the shader's order.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "strata/error.hpp"
+#include "strata/model.hpp"
+#include "vulkan/vulkan_backend.hpp"
+
+namespace strata::vk {
+
+namespace {
+
+uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
+uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+constexpr uint32_t kElementwiseWG = 256;  // local_size_x of add, copy, swiglu, embed, rope
+constexpr uint32_t kNormWG = 256;         // rmsnorm
+constexpr uint32_t kTile = 64;            // matmul.comp's BM and BN
+constexpr uint32_t kTopkItems = 256 * 16; // topk.comp: WG * E items per workgroup
+constexpr int64_t kTopkMax = 64;          // larger k is ranked on the host from a readback
+constexpr int64_t kMaxHeadDim = 256;      // attention.comp keeps 2 * WG output dims per invocation
+
+struct ElementwisePush {
+    uint32_t n, a_first, b_first, o_first;
+};
+struct CopyPush {
+    uint32_t n, s_first, d_first;
+};
+struct EmbedPush {
+    uint32_t T, dim, row0, rows, tok_first, o_first;
+};
+struct RmsnormPush {
+    uint32_t n, T, x_first, o_first;
+    float eps;
+};
+struct MatvecPush {
+    uint32_t rows, cols, x_first, o_first;
+};
+struct MatmulPush {
+    uint32_t T, rows, cols, x_first, o_first, o_stride, tiles_n;
+};
+struct RopePush {
+    uint32_t T, pairs_per_row, half_dim, x_first, table_first;
+};
+struct AttentionPush {
+    uint32_t T, pos0, n_heads, n_rep, head_dim, kv_dim;
+    uint32_t q_first, k_first, v_first, o_first, p_first;
+    uint32_t write_probs;
+    float scale;
+    uint32_t p_T, p_t0, p_L;
+};
+struct TopkPush {
+    uint32_t n, k, in_first, out_first;
+};
+
+}  // namespace
+
+const ModelConfig& VulkanBackend::config(const char* op) const {
+    if (!model_) throw Error(std::string("vulkan backend: ") + op + " before load()");
+    return model_->config;
+}
+
+std::string VulkanBackend::weight_variant(const char* op, DType t) {
+    switch (t) {
+        case DType::F32: return std::string(op) + "_f32";
+        case DType::F16: return std::string(op) + "_f16";
+        case DType::BF16: return std::string(op) + "_bf16";
+        default: throw UnsupportedError("not supported yet: " + std::string(dtype_name(t)) + " weights in " + op + " (Vulkan backend)");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------- elementwise
+
+void VulkanBackend::swiglu(Buf out, Buf a, Buf b, int64_t n) {
+    require_recording("swiglu");
+    const Kernel& k = kernel({"swiglu", 3, sizeof(ElementwisePush), {}});
+    for (int64_t i0 = 0; i0 < n; i0 += max_binding_floats()) {
+        const int64_t c = std::min(max_binding_floats(), n - i0);
+        const Binding bs[] = {bind(a, i0, c, false, "swiglu"), bind(b, i0, c, false, "swiglu"), bind(out, i0, c, true, "swiglu")};
+        const ElementwisePush push{u32(c), bs[0].first, bs[1].first, bs[2].first};
+        dispatch(k, bs, &push, ceil_div(static_cast<uint64_t>(c), kElementwiseWG));
+    }
+}
+
+void VulkanBackend::add(Buf out, Buf a, Buf b, int64_t n) {
+    require_recording("add");
+    const Kernel& k = kernel({"add", 3, sizeof(ElementwisePush), {}});
+    for (int64_t i0 = 0; i0 < n; i0 += max_binding_floats()) {
+        const int64_t c = std::min(max_binding_floats(), n - i0);
+        const Binding bs[] = {bind(a, i0, c, false, "add"), bind(b, i0, c, false, "add"), bind(out, i0, c, true, "add")};
+        const ElementwisePush push{u32(c), bs[0].first, bs[1].first, bs[2].first};
+        dispatch(k, bs, &push, ceil_div(static_cast<uint64_t>(c), kElementwiseWG));
+    }
+}
+
+void VulkanBackend::copy(Buf dst, Buf src, int64_t n) {
+    require_recording("copy");
+    if (dst.id == src.id && n > 0 && dst.offset < src.offset + n && src.offset < dst.offset + n && dst.offset != src.offset)
+        throw Error("vulkan backend: copy between overlapping ranges of one buffer");
+    const Kernel& k = kernel({"copy", 2, sizeof(CopyPush), {}});
+    for (int64_t i0 = 0; i0 < n; i0 += max_binding_floats()) {
+        const int64_t c = std::min(max_binding_floats(), n - i0);
+        const Binding bs[] = {bind(src, i0, c, false, "copy"), bind(dst, i0, c, true, "copy")};
+        const CopyPush push{u32(c), bs[0].first, bs[1].first};
+        dispatch(k, bs, &push, ceil_div(static_cast<uint64_t>(c), kElementwiseWG));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------- embed, norm
+
+void VulkanBackend::embed(Buf out, std::span<const int32_t> tokens) {
+    require_recording("embed");
+    config("embed");
+    const TensorView& table = model_->tensor("tok_embeddings");  // [vocab, dim]
+    const auto T = static_cast<int64_t>(tokens.size());
+    if (T == 0) return;
+    for (int64_t t = 0; t < T; ++t) {
+        const int32_t id = tokens[static_cast<size_t>(t)];
+        if (id < 0 || id >= table.rows())
+            throw InputError("token id " + std::to_string(id) + " at position " + std::to_string(t) +
+                             " is outside the vocabulary (0.." + std::to_string(table.rows() - 1) + ")");
+    }
+    const DeviceTensor& d = device_tensor(table);
+    // The tokens go into this step's own slice of an upload page: several embeds in a step keep theirs.
+    const HostSlice slice = reserve(tokens_, static_cast<uint64_t>(T) * 4, "the tokens of a step");
+    std::memcpy(tokens_.pages[slice.page].mapped() + slice.offset, tokens.data(), static_cast<size_t>(T) * 4);
+    const Binding tok = bind_host(tokens_, slice, static_cast<uint64_t>(T) * 4, false);
+
+    const Kernel& k = kernel({weight_variant("embed", d.dtype), 3, sizeof(EmbedPush), {}});
+    const int64_t per = std::max<int64_t>(1, max_binding_floats() / d.cols);  // tokens per output binding
+    for (int64_t t0 = 0; t0 < T; t0 += per) {
+        const int64_t tc = std::min(per, T - t0);
+        const Binding o = bind(out, t0 * d.cols, tc * d.cols, true, "embed");
+        for (const DeviceTensor::Chunk& c : d.chunks) {
+            // Only the chunks that hold one of these tokens' rows get a dispatch.
+            const bool needed = std::any_of(tokens.begin() + t0, tokens.begin() + t0 + tc,
+                                            [&](int32_t id) { return id >= c.row0 && id < c.row0 + c.rows; });
+            if (!needed) continue;
+            const Binding bs[] = {bind_weight(c), tok, o};
+            const EmbedPush push{u32(tc), u32(d.cols), u32(c.row0), u32(c.rows), u32(t0), o.first};
+            dispatch(k, bs, &push, ceil_div(static_cast<uint64_t>(tc * d.cols), kElementwiseWG));
+        }
+    }
+}
+
+void VulkanBackend::rmsnorm(Buf out, Buf x, const TensorView& weight, int64_t T, float eps) {
+    require_recording("rmsnorm");
+    const DeviceTensor& d = device_tensor(weight);
+    const int64_t n = d.rows * d.cols;  // [n], the gain
+    if (d.chunks.size() != 1) throw UnsupportedError("vulkan backend: rmsnorm gain " + d.name + " split over bindings");
+    const Kernel& k = kernel({weight_variant("rmsnorm", d.dtype), 3, sizeof(RmsnormPush), {kNormWG}});
+    const int64_t per = std::max<int64_t>(1, max_binding_floats() / n);
+    for (int64_t t0 = 0; t0 < T; t0 += per) {
+        const int64_t tc = std::min(per, T - t0);
+        const Binding bs[] = {bind(x, t0 * n, tc * n, false, "rmsnorm"), bind_weight(d.chunks[0]),
+                              bind(out, t0 * n, tc * n, true, "rmsnorm")};
+        const RmsnormPush push{u32(n), u32(tc), bs[0].first, bs[2].first, eps};
+        dispatch(k, bs, &push, static_cast<uint64_t>(tc));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------- matmul
+
+void VulkanBackend::matmul(Buf out, Buf x, const TensorView& w, int64_t T) {
+    require_recording("matmul");
+    if (T <= 0) return;
+    if (out.id == x.id) throw Error("vulkan backend: matmul output aliases its input (" + w.name + ")");
+    const DeviceTensor& d = device_tensor(w);
+    const int64_t K = d.cols, N = d.rows;  // w: [N, K]; x: [T, K]; out: [T, N]
+
+    if (T == 1) {
+        // Decode. The 16-byte form needs whole 16-byte words per row and x on a 16-byte boundary.
+        const int64_t per_word = d.dtype == DType::F32 ? 4 : 8;
+        const bool vec = K % per_word == 0 && (x.offset % 4) == 0;
+        const std::string variant = vec ? weight_variant("matvec_vec", d.dtype) : weight_variant("matvec", d.dtype);
+        const Kernel& k = kernel({variant, 3, sizeof(MatvecPush), {matvec_.workgroup, matvec_.rows}});
+        const Binding xb = bind(x, 0, K, false, "matmul");
+        for (const DeviceTensor::Chunk& c : d.chunks) {
+            const Binding bs[] = {bind_weight(c), xb, bind(out, c.row0, c.rows, true, "matmul")};
+            const MatvecPush push{u32(c.rows), u32(K), xb.first, bs[2].first};
+            dispatch(k, bs, &push, ceil_div(static_cast<uint64_t>(c.rows), matvec_.rows));
+        }
+        return;
+    }
+
+    // Prefill: tiles of 64 tokens x 64 rows; tokens split further when x or out would exceed one binding.
+    const Kernel& k = kernel({weight_variant("matmul", d.dtype), 3, sizeof(MatmulPush), {}});
+    const int64_t per = std::max<int64_t>(1, max_binding_floats() / std::max(K, N));
+    for (const DeviceTensor::Chunk& c : d.chunks) {
+        for (int64_t t0 = 0; t0 < T; t0 += per) {
+            const int64_t tc = std::min(per, T - t0);
+            const Binding bs[] = {bind_weight(c), bind(x, t0 * K, tc * K, false, "matmul"),
+                                  bind(out, t0 * N + c.row0, (tc - 1) * N + c.rows, true, "matmul")};
+            const uint32_t tiles_n = u32(ceil_div(static_cast<uint64_t>(c.rows), kTile));
+            const MatmulPush push{u32(tc), u32(c.rows), u32(K), bs[1].first, bs[2].first, u32(N), tiles_n};
+            dispatch(k, bs, &push, static_cast<uint64_t>(tiles_n) * ceil_div(static_cast<uint64_t>(tc), kTile));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------- rope, attention
+
+void VulkanBackend::rope(Buf x, int64_t T, int64_t n_heads, int64_t pos0) {
+    require_recording("rope");
+    const ModelConfig& c = config("rope");
+    if (T <= 0) return;
+    const int64_t half = c.head_dim / 2, row = n_heads * c.head_dim;
+    ensure_rope_table(pos0 + T);
+    const Kernel& k = kernel({"rope", 2, sizeof(RopePush), {}});
+    const int64_t per = std::max<int64_t>(1, max_binding_floats() / row);
+    for (int64_t t0 = 0; t0 < T; t0 += per) {
+        const int64_t tc = std::min(per, T - t0);
+        const Binding bs[] = {bind(x, t0 * row, tc * row, true, "rope"),
+                              bind(Buf{rope_table_, 0, 0}, (pos0 + t0) * half * 2, tc * half * 2, false, "rope")};
+        const RopePush push{u32(tc), u32(n_heads * half), u32(half), bs[0].first, bs[1].first};
+        dispatch(k, bs, &push, ceil_div(static_cast<uint64_t>(tc * n_heads * half), kElementwiseWG));
+    }
+}
+
+void VulkanBackend::attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs) {
+    require_recording("attention");
+    const ModelConfig& c = config("attention");
+    if (T <= 0) return;
+    if (c.head_dim > kMaxHeadDim)
+        throw UnsupportedError("vulkan backend: attention supports head_dim up to " + std::to_string(kMaxHeadDim) +
+                               ", the model has " + std::to_string(c.head_dim));
+    const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), L = pos0 + T;
+    const Kernel& k = kernel({"attention", 5, sizeof(AttentionPush), {}});
+    const Binding kb = bind(k_cache, 0, L * kv_dim, false, "attention");
+    const Binding vb = bind(v_cache, 0, L * kv_dim, false, "attention");
+    const Binding pb = probs.valid() ? bind(probs, 0, c.n_heads * T * L, true, "attention")
+                                     : bind(Buf{dummy_, 0, 0}, 0, 1, true, "attention");
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+    const int64_t per = std::max<int64_t>(1, max_binding_floats() / q_dim);  // queries per q/out binding
+    for (int64_t t0 = 0; t0 < T; t0 += per) {
+        const int64_t tc = std::min(per, T - t0);
+        const Binding bs[] = {bind(q, t0 * q_dim, tc * q_dim, false, "attention"), kb, vb,
+                              bind(out, t0 * q_dim, tc * q_dim, true, "attention"), pb};
+        AttentionPush push{};
+        push.T = u32(tc);
+        push.pos0 = u32(pos0 + t0);
+        push.n_heads = u32(c.n_heads);
+        push.n_rep = u32(c.n_rep());
+        push.head_dim = u32(c.head_dim);
+        push.kv_dim = u32(kv_dim);
+        push.q_first = bs[0].first;
+        push.k_first = kb.first;
+        push.v_first = vb.first;
+        push.o_first = bs[3].first;
+        push.p_first = pb.first;
+        push.write_probs = probs.valid() ? 1u : 0u;
+        push.scale = scale;
+        push.p_T = u32(T);
+        push.p_t0 = u32(t0);
+        push.p_L = u32(L);
+        dispatch(k, bs, &push, static_cast<uint64_t>(tc * c.n_heads));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------- results
+
+Readback VulkanBackend::readback(Buf src, int64_t n) {
+    require_recording("readback");
+    Slot& s = slot(src, "readback");
+    if (src.offset < 0 || n < 0 || src.offset + n > s.floats)
+        throw Error("vulkan backend: readback: range [" + std::to_string(src.offset) + ", " +
+                    std::to_string(src.offset + n) + ") outside buffer '" + s.name + "' of " +
+                    std::to_string(s.floats) + " floats");
+    Pending p;
+    p.count = n;
+    if (n > 0) {
+        p.where = reserve(results_, static_cast<uint64_t>(n) * 4, "a readback page");
+        // The copy is a transfer read of src: ordered against the dispatches around it like any other access.
+        const Binding b{s.buffer.handle(), 0, 0, 0, src.id, false};
+        access(std::span<const Binding>(&b, 1));
+        const VkBufferCopy region{static_cast<uint64_t>(src.offset) * 4, p.where.offset, static_cast<uint64_t>(n) * 4};
+        vkCmdCopyBuffer(step_.cmd(), s.buffer.handle(), results_.pages[p.where.page].handle(), 1, &region);
+    }
+    pending_.push_back(p);
+    return Readback{static_cast<uint32_t>(pending_.size() - 1)};
+}
+
+void VulkanBackend::topk_pass(const Binding& in, bool merge, uint32_t items, uint32_t k, const Binding& out,
+                              uint32_t groups) {
+    const Kernel& kern = kernel({merge ? "topk_merge" : "topk", 2, sizeof(TopkPush), {}});
+    const Binding bs[] = {in, out};
+    const TopkPush push{items, k, in.first, out.first};
+    dispatch(kern, bs, &push, groups);
+}
+
+Readback VulkanBackend::topk(Buf row, int64_t n, int64_t k) {
+    require_recording("topk");
+    k = std::clamp<int64_t>(k, 0, n);
+    if (k > kTopkMax || n > max_binding_floats()) {
+        // Beyond the device kernel: bring the row back and rank it on the host after the step.
+        const Readback r = readback(row, n);
+        Pending& p = pending_[r.id];
+        p.is_topk = true;
+        p.host_topk = true;
+        p.n = n;
+        p.count = k;
+        return r;
+    }
+    Pending p;
+    p.is_topk = true;
+    p.count = k;
+    if (k > 0) {
+        p.where = reserve(results_, static_cast<uint64_t>(k) * 8, "a top-k page");
+        const Binding result = bind_host(results_, p.where, static_cast<uint64_t>(k) * 8, true);
+        uint32_t groups = u32(ceil_div(static_cast<uint64_t>(n), kTopkItems));
+        // Candidates of a pass: groups * k pairs; two halves of scratch, one written while the other is read.
+        const int64_t half = static_cast<int64_t>(groups) * k * 2;  // in 32-bit words
+        if (topk_scratch_ == kUntracked || slots_[topk_scratch_].floats < 2 * half) {
+            Buffer scratch(*ctx_, static_cast<uint64_t>(2 * half) * 4, Memory::DeviceLocal, "top-k scratch");
+            if (topk_scratch_ == kUntracked) {
+                topk_scratch_ = new_slot(std::move(scratch), 2 * half, "top-k scratch");
+            } else {
+                Slot& s = slots_[topk_scratch_];
+                if (step_.recording()) retired_.push_back(std::move(s.buffer));
+                s.buffer = std::move(scratch);
+                s.floats = 2 * half;
+            }
+        }
+        const Buf scratch{topk_scratch_, 0, 2 * half};
+        Binding in = bind(row, 0, n, false, "topk");
+        bool merge = false;
+        uint32_t items = u32(n);
+        int side = 0;
+        for (;;) {
+            if (groups == 1) {
+                topk_pass(in, merge, items, u32(k), result, 1);
+                break;
+            }
+            const Binding cand = bind(scratch, side * half, static_cast<int64_t>(groups) * k * 2, true, "topk");
+            topk_pass(in, merge, items, u32(k), cand, groups);
+            in = cand;
+            in.write = false;
+            merge = true;
+            items = groups * u32(k);
+            groups = u32(ceil_div(items, kTopkItems));
+            side ^= 1;
+        }
+    }
+    pending_.push_back(p);
+    return Readback{static_cast<uint32_t>(pending_.size() - 1)};
+}
+
+}  // namespace strata::vk

@@ -1,0 +1,338 @@
+#include "vulkan/resources.hpp"
+
+#include <utility>
+
+#include "strata/error.hpp"
+#include "strata/shaders.hpp"
+#include "vulkan/vk_check.hpp"
+
+namespace strata::vk {
+
+// ---------------------------------------------------------------- Buffer
+
+Buffer::Buffer(Context& ctx, uint64_t bytes, Memory memory, const std::string& what) : ctx_(&ctx) {
+    // Zero-sized buffers are invalid in Vulkan, and whole 16-byte words let shaders read vec4/uvec4.
+    bytes = std::max<uint64_t>(16, (bytes + 15) / 16 * 16);
+    if (bytes > ctx.max_allocation())
+        throw DeviceError("out of device memory: " + what + " needs " + format_bytes(bytes) +
+                          " in one buffer, and this device allows at most " + format_bytes(ctx.max_allocation()));
+    auto bci = make<VkBufferCreateInfo>(VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO);
+    bci.size = bytes;
+    bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+    check(vkCreateBuffer(ctx.device(), &bci, nullptr, &buffer_), "vkCreateBuffer (" + what + ")");
+    size_ = bytes;
+
+    VkMemoryRequirements req{};
+    vkGetBufferMemoryRequirements(ctx.device(), buffer_, &req);
+    VkMemoryPropertyFlags required = 0, preferred = 0, avoided = 0;
+    switch (memory) {
+        case Memory::DeviceLocal: required = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT; break;
+        case Memory::Upload:
+            required = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+            avoided = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;  // keep the small BAR window for what needs it
+            break;
+        case Memory::Readback:
+            required = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT;
+            preferred = VK_MEMORY_PROPERTY_HOST_CACHED_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+            avoided = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+            break;
+    }
+    const auto type = ctx.find_memory_type(req.memoryTypeBits, required, preferred, avoided);
+    if (!type) {
+        release();
+        throw DeviceError("no suitable Vulkan memory type for " + what);
+    }
+    const uint64_t heap = ctx.heap_size_of_type(*type);
+    auto out_of_memory = [&](const std::string& why) {
+        const std::string held = format_bytes(ctx.allocated_bytes());
+        release();
+        return DeviceError("out of device memory: " + what + " needs " + format_bytes(req.size) + " (" + why +
+                           "; Strata already holds " + held + " of a " + format_bytes(heap) + " heap)");
+    };
+    if (memory == Memory::DeviceLocal && !ctx.heap_is_advisory() && req.size + ctx.allocated_bytes() > heap) throw out_of_memory("it does not fit");
+
+    auto mai = make<VkMemoryAllocateInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO);
+    mai.allocationSize = req.size;
+    mai.memoryTypeIndex = *type;
+    VkResult r = vkAllocateMemory(ctx.device(), &mai, nullptr, &memory_);
+    if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
+        throw out_of_memory("vkAllocateMemory: " + result_name(r));
+    if (r != VK_SUCCESS) {
+        release();
+        check(r, "vkAllocateMemory (" + what + ")");
+    }
+    if (memory == Memory::DeviceLocal) {  // the tally that out-of-memory messages quote
+        ctx.note_allocated(req.size);
+        allocation_ = req.size;
+    }
+    r = vkBindBufferMemory(ctx.device(), buffer_, memory_, 0);
+    if (r != VK_SUCCESS) {
+        release();
+        check(r, "vkBindBufferMemory (" + what + ")");
+    }
+    if (memory != Memory::DeviceLocal) {
+        void* p = nullptr;
+        r = vkMapMemory(ctx.device(), memory_, 0, VK_WHOLE_SIZE, 0, &p);
+        if (r != VK_SUCCESS) {
+            release();
+            check(r, "vkMapMemory (" + what + ")");
+        }
+        mapped_ = static_cast<std::byte*>(p);
+        coherent_ = ctx.memory_properties().memoryTypes[*type].propertyFlags & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    }
+}
+
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+    if (this != &o) {
+        release();
+        ctx_ = std::exchange(o.ctx_, nullptr);
+        buffer_ = std::exchange(o.buffer_, VK_NULL_HANDLE);
+        memory_ = std::exchange(o.memory_, VK_NULL_HANDLE);
+        size_ = std::exchange(o.size_, 0);
+        allocation_ = std::exchange(o.allocation_, 0);
+        mapped_ = std::exchange(o.mapped_, nullptr);
+        coherent_ = o.coherent_;
+    }
+    return *this;
+}
+
+void Buffer::invalidate() {
+    if (coherent_ || !mapped_) return;
+    auto range = make<VkMappedMemoryRange>(VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE);
+    range.memory = memory_;
+    range.offset = 0;
+    range.size = VK_WHOLE_SIZE;
+    check(vkInvalidateMappedMemoryRanges(ctx_->device(), 1, &range), "vkInvalidateMappedMemoryRanges");
+}
+
+void Buffer::release() {
+    if (!ctx_) return;
+    if (buffer_) vkDestroyBuffer(ctx_->device(), buffer_, nullptr);
+    if (memory_) {
+        vkFreeMemory(ctx_->device(), memory_, nullptr);  // unmaps implicitly
+        ctx_->note_freed(allocation_);
+    }
+    buffer_ = VK_NULL_HANDLE;
+    memory_ = VK_NULL_HANDLE;
+    mapped_ = nullptr;
+    size_ = allocation_ = 0;
+}
+
+// ---------------------------------------------------------------- Kernel
+
+Kernel::Kernel(Context& ctx, const KernelSpec& spec)
+    : device_(ctx.device()), buffers_(spec.buffers), push_bytes_(spec.push_bytes), name_(spec.variant) {
+    const std::span<const uint32_t> spirv = shader_spirv(spec.variant);
+    if (spirv.empty()) throw DeviceError("shader variant '" + spec.variant + "' is not embedded in this build");
+    if (spec.push_bytes > ctx.limits().maxPushConstantsSize)
+        throw DeviceError("shader " + spec.variant + " needs " + std::to_string(spec.push_bytes) +
+                          " bytes of push constants; the device allows " +
+                          std::to_string(ctx.limits().maxPushConstantsSize));
+    try {
+        auto smci = make<VkShaderModuleCreateInfo>(VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO);
+        smci.codeSize = spirv.size_bytes();
+        smci.pCode = spirv.data();
+        check(vkCreateShaderModule(device_, &smci, nullptr, &module_), "vkCreateShaderModule (" + spec.variant + ")");
+
+        std::vector<VkDescriptorSetLayoutBinding> bindings(spec.buffers);
+        for (uint32_t i = 0; i < spec.buffers; ++i) {
+            bindings[i].binding = i;
+            bindings[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+            bindings[i].descriptorCount = 1;
+            bindings[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+        }
+        auto dslci = make<VkDescriptorSetLayoutCreateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO);
+        dslci.bindingCount = spec.buffers;
+        dslci.pBindings = bindings.data();
+        check(vkCreateDescriptorSetLayout(device_, &dslci, nullptr, &set_layout_),
+              "vkCreateDescriptorSetLayout (" + spec.variant + ")");
+
+        VkPushConstantRange push{VK_SHADER_STAGE_COMPUTE_BIT, 0, spec.push_bytes};
+        auto plci = make<VkPipelineLayoutCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO);
+        plci.setLayoutCount = 1;
+        plci.pSetLayouts = &set_layout_;
+        plci.pushConstantRangeCount = spec.push_bytes ? 1 : 0;
+        plci.pPushConstantRanges = &push;
+        check(vkCreatePipelineLayout(device_, &plci, nullptr, &layout_), "vkCreatePipelineLayout (" + spec.variant + ")");
+
+        std::vector<VkSpecializationMapEntry> entries(spec.constants.size());
+        for (uint32_t i = 0; i < entries.size(); ++i) entries[i] = {i, i * 4u, 4u};
+        VkSpecializationInfo si{};
+        si.mapEntryCount = static_cast<uint32_t>(entries.size());
+        si.pMapEntries = entries.data();
+        si.dataSize = spec.constants.size() * 4;
+        si.pData = spec.constants.data();
+
+        auto cpci = make<VkComputePipelineCreateInfo>(VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO);
+        cpci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+        cpci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+        cpci.stage.module = module_;
+        cpci.stage.pName = "main";
+        cpci.stage.pSpecializationInfo = entries.empty() ? nullptr : &si;
+        cpci.layout = layout_;
+        check(vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &cpci, nullptr, &pipeline_),
+              "vkCreateComputePipelines (" + spec.variant + ")");
+    } catch (...) {
+        release();
+        throw;
+    }
+}
+
+Kernel& Kernel::operator=(Kernel&& o) noexcept {
+    if (this != &o) {
+        release();
+        device_ = std::exchange(o.device_, VK_NULL_HANDLE);
+        module_ = std::exchange(o.module_, VK_NULL_HANDLE);
+        set_layout_ = std::exchange(o.set_layout_, VK_NULL_HANDLE);
+        layout_ = std::exchange(o.layout_, VK_NULL_HANDLE);
+        pipeline_ = std::exchange(o.pipeline_, VK_NULL_HANDLE);
+        buffers_ = o.buffers_;
+        push_bytes_ = o.push_bytes_;
+        name_ = std::move(o.name_);
+    }
+    return *this;
+}
+
+void Kernel::release() {
+    if (!device_) return;
+    if (pipeline_) vkDestroyPipeline(device_, pipeline_, nullptr);
+    if (layout_) vkDestroyPipelineLayout(device_, layout_, nullptr);
+    if (set_layout_) vkDestroyDescriptorSetLayout(device_, set_layout_, nullptr);
+    if (module_) vkDestroyShaderModule(device_, module_, nullptr);
+    pipeline_ = VK_NULL_HANDLE;
+    layout_ = VK_NULL_HANDLE;
+    set_layout_ = VK_NULL_HANDLE;
+    module_ = VK_NULL_HANDLE;
+    device_ = VK_NULL_HANDLE;
+}
+
+// ---------------------------------------------------------------- Sequence
+
+Sequence::Sequence(Context& ctx) : ctx_(&ctx) {
+    auto cbai = make<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
+    cbai.commandPool = ctx.command_pool();
+    cbai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    cbai.commandBufferCount = 1;
+    check(vkAllocateCommandBuffers(ctx.device(), &cbai, &cmd_), "vkAllocateCommandBuffers");
+    auto fci = make<VkFenceCreateInfo>(VK_STRUCTURE_TYPE_FENCE_CREATE_INFO);
+    VkResult r = vkCreateFence(ctx.device(), &fci, nullptr, &fence_);
+    if (r != VK_SUCCESS) {
+        release();
+        check(r, "vkCreateFence");
+    }
+}
+
+Sequence& Sequence::operator=(Sequence&& o) noexcept {
+    if (this != &o) {
+        release();
+        ctx_ = std::exchange(o.ctx_, nullptr);
+        cmd_ = std::exchange(o.cmd_, VK_NULL_HANDLE);
+        fence_ = std::exchange(o.fence_, VK_NULL_HANDLE);
+        recording_ = std::exchange(o.recording_, false);
+        in_flight_ = std::exchange(o.in_flight_, false);
+    }
+    return *this;
+}
+
+void Sequence::begin() {
+    if (recording_) {
+        // A step abandoned by an exception: close and discard what it recorded.
+        vkEndCommandBuffer(cmd_);
+        check(vkResetCommandBuffer(cmd_, 0), "vkResetCommandBuffer");
+        recording_ = false;
+    }
+    auto bi = make<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
+    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    check(vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
+    recording_ = true;
+}
+
+void Sequence::submit() {
+    recording_ = false;
+    check(vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
+    auto si = make<VkSubmitInfo>(VK_STRUCTURE_TYPE_SUBMIT_INFO);
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &cmd_;
+    check(vkQueueSubmit(ctx_->queue(), 1, &si, fence_), "vkQueueSubmit");
+    in_flight_ = true;
+}
+
+void Sequence::wait() {
+    if (!in_flight_) return;
+    in_flight_ = false;
+    check(vkWaitForFences(ctx_->device(), 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+    check(vkResetFences(ctx_->device(), 1, &fence_), "vkResetFences");
+}
+
+void Sequence::release() {
+    if (!ctx_) return;
+    // The command buffer may not be freed while the GPU still runs it.
+    if (in_flight_) vkWaitForFences(ctx_->device(), 1, &fence_, VK_TRUE, UINT64_MAX);
+    in_flight_ = false;
+    if (fence_) vkDestroyFence(ctx_->device(), fence_, nullptr);
+    if (cmd_) vkFreeCommandBuffers(ctx_->device(), ctx_->command_pool(), 1, &cmd_);
+    fence_ = VK_NULL_HANDLE;
+    cmd_ = VK_NULL_HANDLE;
+    ctx_ = nullptr;
+}
+
+// ---------------------------------------------------------------- DescriptorArena
+
+namespace {
+constexpr uint32_t kSetsPerPool = 1024;
+constexpr uint32_t kBuffersPerSet = 8;
+}  // namespace
+
+DescriptorArena& DescriptorArena::operator=(DescriptorArena&& o) noexcept {
+    if (this != &o) {
+        release();
+        ctx_ = std::exchange(o.ctx_, nullptr);
+        pools_ = std::move(o.pools_);
+        o.pools_.clear();
+        current_ = std::exchange(o.current_, 0);
+    }
+    return *this;
+}
+
+void DescriptorArena::add_pool() {
+    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * kBuffersPerSet};
+    auto ci = make<VkDescriptorPoolCreateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO);
+    ci.maxSets = kSetsPerPool;
+    ci.poolSizeCount = 1;
+    ci.pPoolSizes = &size;
+    VkDescriptorPool pool = VK_NULL_HANDLE;
+    check(vkCreateDescriptorPool(ctx_->device(), &ci, nullptr, &pool), "vkCreateDescriptorPool");
+    pools_.push_back(pool);
+}
+
+VkDescriptorSet DescriptorArena::allocate(VkDescriptorSetLayout layout) {
+    for (;;) {
+        if (current_ == pools_.size()) add_pool();
+        auto ai = make<VkDescriptorSetAllocateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO);
+        ai.descriptorPool = pools_[current_];
+        ai.descriptorSetCount = 1;
+        ai.pSetLayouts = &layout;
+        VkDescriptorSet set = VK_NULL_HANDLE;
+        VkResult r = vkAllocateDescriptorSets(ctx_->device(), &ai, &set);
+        if (r == VK_SUCCESS) return set;
+        // This pool is full: the step continues in the next one.
+        if (r != VK_ERROR_OUT_OF_POOL_MEMORY && r != VK_ERROR_FRAGMENTED_POOL) check(r, "vkAllocateDescriptorSets");
+        ++current_;
+    }
+}
+
+void DescriptorArena::reset() {
+    for (size_t i = 0; i < pools_.size() && i <= current_; ++i)
+        check(vkResetDescriptorPool(ctx_->device(), pools_[i], 0), "vkResetDescriptorPool");
+    current_ = 0;
+}
+
+void DescriptorArena::release() {
+    if (!ctx_) return;
+    for (VkDescriptorPool p : pools_) vkDestroyDescriptorPool(ctx_->device(), p, nullptr);
+    pools_.clear();
+    current_ = 0;
+}
+
+}  // namespace strata::vk

@@ -1,0 +1,151 @@
+#pragma once
+// The three nouns of GPU work, each a move-only owner of its Vulkan handles (destroyed with it):
+//   Buffer   - a VkBuffer and the VkDeviceMemory behind it (device-local, or host-visible and mapped)
+//   Kernel   - one compute shader variant: shader module, descriptor set layout, pipeline layout, pipeline
+//   Sequence - a command buffer and the fence that says it has finished
+// plus DescriptorArena, the descriptor sets of one step (reset together when the next step begins).
+// All of them borrow the Context, which must outlive them.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <vulkan/vulkan.h>
+
+#include "vulkan/context.hpp"
+
+namespace strata::vk {
+
+enum class Memory {
+    DeviceLocal,  // weights, activations, KV cache: only the GPU touches them
+    Upload,       // host-visible, coherent, mapped: staging for uploads, the tokens of a step
+    Readback,     // host-visible, cached where possible, mapped: results copied back after a step
+};
+
+class Buffer {
+public:
+    Buffer() = default;
+    // Throws DeviceError naming `what` and the size when the memory is not there.
+    Buffer(Context& ctx, uint64_t bytes, Memory memory, const std::string& what);
+    ~Buffer() { release(); }
+    Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+    Buffer& operator=(Buffer&& o) noexcept;
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+
+    VkBuffer handle() const { return buffer_; }
+    uint64_t size() const { return size_; }
+    std::byte* mapped() const { return mapped_; }  // null for device-local memory
+    explicit operator bool() const { return buffer_ != VK_NULL_HANDLE; }
+    // Makes device writes visible to the host when the memory is not coherent (after the fence).
+    void invalidate();
+
+private:
+    void release();
+    Context* ctx_ = nullptr;
+    VkBuffer buffer_ = VK_NULL_HANDLE;
+    VkDeviceMemory memory_ = VK_NULL_HANDLE;
+    uint64_t size_ = 0;        // usable bytes
+    uint64_t allocation_ = 0;  // device-local bytes behind them (counted in the context's tally)
+    std::byte* mapped_ = nullptr;
+    bool coherent_ = true;
+};
+
+struct KernelSpec {
+    std::string variant;                // the SPIR-V variant (shaders/variants.cmake)
+    uint32_t buffers = 0;               // storage buffers at bindings 0 .. buffers-1
+    uint32_t push_bytes = 0;            // size of the push-constant block
+    std::vector<uint32_t> constants;    // specialization constants: constant_id i takes constants[i]
+};
+
+class Kernel {
+public:
+    Kernel() = default;
+    // Throws DeviceError when the variant is not embedded or the pipeline cannot be built.
+    Kernel(Context& ctx, const KernelSpec& spec);
+    ~Kernel() { release(); }
+    Kernel(Kernel&& o) noexcept { *this = std::move(o); }
+    Kernel& operator=(Kernel&& o) noexcept;
+    Kernel(const Kernel&) = delete;
+    Kernel& operator=(const Kernel&) = delete;
+
+    VkPipeline pipeline() const { return pipeline_; }
+    VkPipelineLayout layout() const { return layout_; }
+    VkDescriptorSetLayout set_layout() const { return set_layout_; }
+    uint32_t buffers() const { return buffers_; }
+    uint32_t push_bytes() const { return push_bytes_; }
+    const std::string& name() const { return name_; }
+
+private:
+    void release();
+    VkDevice device_ = VK_NULL_HANDLE;
+    VkShaderModule module_ = VK_NULL_HANDLE;
+    VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
+    VkPipelineLayout layout_ = VK_NULL_HANDLE;
+    VkPipeline pipeline_ = VK_NULL_HANDLE;
+    uint32_t buffers_ = 0, push_bytes_ = 0;
+    std::string name_;
+};
+
+class Sequence {
+public:
+    Sequence() = default;
+    explicit Sequence(Context& ctx);
+    ~Sequence() { release(); }
+    Sequence(Sequence&& o) noexcept { *this = std::move(o); }
+    Sequence& operator=(Sequence&& o) noexcept;
+    Sequence(const Sequence&) = delete;
+    Sequence& operator=(const Sequence&) = delete;
+
+    VkCommandBuffer cmd() const { return cmd_; }
+    bool recording() const { return recording_; }
+    void begin();            // starts recording (abandoning an unfinished recording)
+    void submit();           // ends recording and submits to the queue
+    void wait();             // waits on the fence of the last submit (no-op when nothing is in flight)
+    void submit_and_wait() { submit(); wait(); }
+
+private:
+    void release();
+    Context* ctx_ = nullptr;
+    VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+    VkFence fence_ = VK_NULL_HANDLE;
+    bool recording_ = false;
+    bool in_flight_ = false;
+};
+
+// Descriptor sets for one step. Pools are added as a step needs more sets and kept for the next one.
+class DescriptorArena {
+public:
+    DescriptorArena() = default;
+    explicit DescriptorArena(Context& ctx) : ctx_(&ctx) {}
+    ~DescriptorArena() { release(); }
+    DescriptorArena(DescriptorArena&& o) noexcept { *this = std::move(o); }
+    DescriptorArena& operator=(DescriptorArena&& o) noexcept;
+    DescriptorArena(const DescriptorArena&) = delete;
+    DescriptorArena& operator=(const DescriptorArena&) = delete;
+
+    VkDescriptorSet allocate(VkDescriptorSetLayout layout);
+    void reset();  // every set handed out is free again (the step that used them has finished)
+
+private:
+    void release();
+    void add_pool();
+    Context* ctx_ = nullptr;
+    std::vector<VkDescriptorPool> pools_;
+    size_t current_ = 0;
+};
+
+// A one-off command buffer for work outside a step (zeroing a new buffer, uploading weights): record into
+// cmd(), then run() submits it and waits.
+class OneShot {
+public:
+    explicit OneShot(Context& ctx) : seq_(ctx) { seq_.begin(); }
+    VkCommandBuffer cmd() const { return seq_.cmd(); }
+    void run() { seq_.submit_and_wait(); }
+
+private:
+    Sequence seq_;
+};
+
+}  // namespace strata::vk

@@ -1,0 +1,370 @@
+// The Vulkan backend's machinery: buffers, bindings, hazard tracking, the step's command buffer, results.
+// The ops themselves are in ops.cpp, weights and the RoPE table in weights.cpp.
+#include "vulkan/vulkan_backend.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "strata/error.hpp"
+#include "vulkan/vk_check.hpp"
+#include "vulkan/vulkan_backend_factory.hpp"
+
+namespace strata::vk {
+
+namespace {
+
+constexpr uint64_t kHostAlign = 256;  // >= every device's minStorageBufferOffsetAlignment (the spec's maximum)
+
+uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+bool contains(const std::vector<uint32_t>& v, uint32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+// STRATA_VK_MATVEC="WG,ROWS" overrides the decode kernel's shape, so bench can compare shapes on one device.
+MatvecTuning matvec_tuning_from_env() {
+    MatvecTuning t;
+    if (const char* e = std::getenv("STRATA_VK_MATVEC")) {
+        unsigned wg = 0, rows = 0;
+        if (std::sscanf(e, "%u,%u", &wg, &rows) == 2 && wg >= 32 && wg <= 1024 && (wg & (wg - 1)) == 0 &&
+            rows >= 1 && rows <= 16) {
+            t.workgroup = wg;
+            t.rows = rows;
+        }
+    }
+    return t;
+}
+
+}  // namespace
+
+VulkanBackend::VulkanBackend(const BackendOptions& options) : options_(options) {
+    ctx_ = std::make_unique<Context>(ContextOptions{options.device_index, options.validation, options.max_binding_range});
+    matvec_ = matvec_tuning_from_env();
+    step_ = Sequence(*ctx_);
+    descriptors_ = DescriptorArena(*ctx_);
+    tokens_.memory = Memory::Upload;
+    tokens_.page_bytes = 64 << 10;
+    results_.memory = Memory::Readback;
+    results_.page_bytes = 4 << 20;
+    if (ctx_->has_timestamps()) {
+        auto qci = make<VkQueryPoolCreateInfo>(VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO);
+        qci.queryType = VK_QUERY_TYPE_TIMESTAMP;
+        qci.queryCount = 2;
+        check(vkCreateQueryPool(ctx_->device(), &qci, nullptr, &timestamps_), "vkCreateQueryPool");
+    }
+    // Bound in place of a buffer an op does not have (attention without probs); never read or written.
+    dummy_ = new_slot(Buffer(*ctx_, 16, Memory::DeviceLocal, "placeholder buffer"), 4, "placeholder");
+}
+
+VulkanBackend::~VulkanBackend() {
+    // A step abandoned by an exception may have left nothing in flight (submit waits), but be sure before
+    // the members free memory the GPU could still read.
+    vkDeviceWaitIdle(ctx_->device());
+    if (timestamps_) vkDestroyQueryPool(ctx_->device(), timestamps_, nullptr);
+}
+
+BackendInfo VulkanBackend::info() const {
+    const VulkanDeviceInfo& d = ctx_->info();
+    BackendInfo i;
+    i.backend = "vulkan";
+    i.device = d.name;
+    i.device_type = d.type;
+    if (d.type == "cpu" && d.name.find("llvmpipe") != std::string::npos) i.device_type = "cpu (lavapipe)";
+    i.driver = d.driver + ", Vulkan " + d.api_version;
+    return i;
+}
+
+// ---------------------------------------------------------------------------------------------- buffers
+
+uint32_t VulkanBackend::new_slot(Buffer buffer, int64_t floats, std::string name) {
+    uint32_t id;
+    if (!free_slots_.empty()) {
+        id = free_slots_.back();
+        free_slots_.pop_back();
+    } else {
+        id = static_cast<uint32_t>(slots_.size());
+        slots_.emplace_back();
+    }
+    Slot& s = slots_[id];
+    s.buffer = std::move(buffer);
+    s.floats = floats;
+    s.name = std::move(name);
+    s.live = true;
+    return id;
+}
+
+Buf VulkanBackend::alloc(int64_t n, std::string_view debug_name) {
+    if (n < 0) throw Error("vulkan backend: negative size for buffer " + std::string(debug_name));
+    Buffer buffer(*ctx_, static_cast<uint64_t>(n) * 4, Memory::DeviceLocal,
+                  "buffer '" + std::string(debug_name) + "' (" + std::to_string(n) + " floats)");
+    // Zeroed in a one-off submission, so it works inside or outside a step.
+    OneShot once(*ctx_);
+    vkCmdFillBuffer(once.cmd(), buffer.handle(), 0, VK_WHOLE_SIZE, 0);
+    // Guards: the fill (transfer write) against every later shader or copy that reads or writes the buffer.
+    auto mb = make<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
+    mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                       VK_ACCESS_TRANSFER_WRITE_BIT;
+    vkCmdPipelineBarrier(once.cmd(), VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, nullptr,
+                         0, nullptr);
+    once.run();
+    return Buf{new_slot(std::move(buffer), n, std::string(debug_name)), 0, n};
+}
+
+void VulkanBackend::free(Buf b) {
+    if (!b.valid() || b.id >= slots_.size() || !slots_[b.id].live || b.id == dummy_ || b.id == rope_table_ ||
+        b.id == topk_scratch_)
+        return;
+    Slot& s = slots_[b.id];
+    // Commands recorded in this step may still use it: keep the memory until the step has run.
+    if (step_.recording()) retired_.push_back(std::move(s.buffer));
+    s.buffer = Buffer();
+    s.live = false;
+    s.floats = 0;
+    free_slots_.push_back(b.id);
+}
+
+VulkanBackend::Slot& VulkanBackend::slot(Buf b, const char* op) {
+    if (!b.valid() || b.id >= slots_.size() || !slots_[b.id].live)
+        throw Error(std::string("vulkan backend: ") + op + ": invalid buffer");
+    return slots_[b.id];
+}
+
+int64_t VulkanBackend::max_binding_floats() const {
+    return static_cast<int64_t>((ctx_->max_binding_range() - ctx_->offset_alignment()) / 4);
+}
+
+Binding VulkanBackend::bind(Buf b, int64_t first, int64_t count, bool write, const char* op) {
+    Slot& s = slot(b, op);
+    const int64_t start = b.offset + first;
+    if (b.offset < 0 || first < 0 || count < 0 || start + count > s.floats)
+        throw Error(std::string("vulkan backend: ") + op + ": range [" + std::to_string(start) + ", " +
+                    std::to_string(start + count) + ") outside buffer '" + s.name + "' of " +
+                    std::to_string(s.floats) + " floats");
+    const uint64_t byte0 = static_cast<uint64_t>(start) * 4;
+    const uint64_t offset = byte0 / ctx_->offset_alignment() * ctx_->offset_alignment();
+    const uint64_t range = byte0 + static_cast<uint64_t>(std::max<int64_t>(count, 1)) * 4 - offset;
+    if (range > ctx_->max_binding_range())
+        throw UnsupportedError(std::string("vulkan backend: ") + op + " would bind " + format_bytes(range) + " of '" +
+                               s.name + "' at once; this device allows " + format_bytes(ctx_->max_binding_range()));
+    return Binding{s.buffer.handle(), offset, std::min<uint64_t>(range, s.buffer.size() - offset),
+                   static_cast<uint32_t>((byte0 - offset) / 4), b.id, write};
+}
+
+Binding VulkanBackend::bind_weight(const DeviceTensor::Chunk& c) const {
+    return Binding{c.buffer.handle(), 0, c.buffer.size(), 0, kUntracked, false};
+}
+
+Binding VulkanBackend::bind_host(const HostArena& arena, HostSlice s, uint64_t bytes, bool write) const {
+    return Binding{arena.pages[s.page].handle(), s.offset, align_up(std::max<uint64_t>(bytes, 4), 4), 0, kUntracked,
+                   write};
+}
+
+VulkanBackend::HostSlice VulkanBackend::reserve(HostArena& arena, uint64_t bytes, const char* what) {
+    bytes = align_up(std::max<uint64_t>(bytes, 4), kHostAlign);
+    while (arena.page < arena.pages.size() && arena.used + bytes > arena.pages[arena.page].size()) {
+        ++arena.page;
+        arena.used = 0;
+    }
+    if (arena.page == arena.pages.size())
+        arena.pages.emplace_back(*ctx_, std::max(arena.page_bytes, bytes), arena.memory, what);
+    HostSlice s{arena.page, arena.used};
+    arena.used += bytes;
+    return s;
+}
+
+// ---------------------------------------------------------------------------------------------- recording
+
+const Kernel& VulkanBackend::kernel(const KernelSpec& spec) {
+    std::string key = spec.variant;
+    for (uint32_t c : spec.constants) {
+        key += ':';
+        key += std::to_string(c);
+    }
+    auto it = kernels_.find(key);
+    if (it == kernels_.end()) it = kernels_.emplace(key, Kernel(*ctx_, spec)).first;
+    return it->second;
+}
+
+void VulkanBackend::require_recording(const char* op) const {
+    if (!step_.recording()) throw Error(std::string("vulkan backend: ") + op + " outside begin() .. submit()");
+}
+
+void VulkanBackend::barrier() {
+    // Guards RAW (a shader or copy reading what an earlier dispatch or fill wrote), WAW and WAR (a dispatch
+    // overwriting what an earlier one still reads or writes) between the commands of one step.
+    auto mb = make<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                       VK_ACCESS_TRANSFER_WRITE_BIT;
+    const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    vkCmdPipelineBarrier(step_.cmd(), stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    written_.clear();
+    read_.clear();
+}
+
+void VulkanBackend::access(std::span<const Binding> bindings) {
+    bool conflict = false;
+    for (const Binding& b : bindings) {
+        if (b.track == kUntracked) continue;
+        if (contains(written_, b.track) || (b.write && contains(read_, b.track))) conflict = true;
+    }
+    if (conflict) barrier();
+    for (const Binding& b : bindings) {
+        if (b.track == kUntracked) continue;
+        std::vector<uint32_t>& set = b.write ? written_ : read_;
+        if (!contains(set, b.track)) set.push_back(b.track);
+    }
+}
+
+void VulkanBackend::dispatch(const Kernel& k, std::span<const Binding> bindings, const void* push, uint64_t groups) {
+    if (groups == 0) return;
+    if (bindings.size() != k.buffers())
+        throw Error("vulkan backend: " + k.name() + " takes " + std::to_string(k.buffers()) + " buffers, got " +
+                    std::to_string(bindings.size()));
+    const uint64_t max_x = ctx_->max_groups_x();
+    const uint64_t x = std::min<uint64_t>(groups, max_x);
+    const uint64_t y = (groups + x - 1) / x;
+    if (y > ctx_->max_groups_y())
+        throw UnsupportedError("vulkan backend: " + k.name() + " needs " + std::to_string(groups) +
+                               " workgroups, more than the device can launch at once");
+    access(bindings);
+
+    VkDescriptorSet set = descriptors_.allocate(k.set_layout());
+    VkDescriptorBufferInfo infos[8];
+    VkWriteDescriptorSet writes[8];
+    for (size_t i = 0; i < bindings.size(); ++i) {
+        infos[i] = VkDescriptorBufferInfo{bindings[i].buffer, bindings[i].offset, bindings[i].range};
+        writes[i] = make<VkWriteDescriptorSet>(VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET);
+        writes[i].dstSet = set;
+        writes[i].dstBinding = static_cast<uint32_t>(i);
+        writes[i].descriptorCount = 1;
+        writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        writes[i].pBufferInfo = &infos[i];
+    }
+    vkUpdateDescriptorSets(ctx_->device(), static_cast<uint32_t>(bindings.size()), writes, 0, nullptr);
+    VkCommandBuffer cmd = step_.cmd();
+    if (bound_pipeline_ != k.pipeline()) {
+        vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline());
+        bound_pipeline_ = k.pipeline();
+    }
+    vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k.layout(), 0, 1, &set, 0, nullptr);
+    if (k.push_bytes()) vkCmdPushConstants(cmd, k.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, k.push_bytes(), push);
+    // More workgroups than one grid dimension allows spill into y; shaders flatten (x, y) and skip the excess.
+    vkCmdDispatch(cmd, static_cast<uint32_t>(x), static_cast<uint32_t>(y), 1);
+}
+
+// ---------------------------------------------------------------------------------------------- steps
+
+void VulkanBackend::begin() {
+    step_.begin();
+    // The previous step has finished (submit waited), so its sets, pages and freed buffers are free again.
+    descriptors_.reset();
+    retired_.clear();
+    for (HostArena* a : {&tokens_, &results_}) {
+        // Keep the pages the last step used; a page beyond them was a one-off (a huge readback).
+        if (a->pages.size() > a->page + 1) a->pages.resize(a->page + 1);
+        a->page = 0;
+        a->used = 0;
+    }
+    pending_.clear();
+    results_ready_ = false;
+    written_.clear();
+    read_.clear();
+    bound_pipeline_ = VK_NULL_HANDLE;
+    if (timestamps_) {
+        vkCmdResetQueryPool(step_.cmd(), timestamps_, 0, 2);
+        vkCmdWriteTimestamp(step_.cmd(), VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, timestamps_, 0);
+    }
+}
+
+void VulkanBackend::submit() {
+    require_recording("submit");
+    // Guards: results that copies and shaders wrote into host-visible pages against the host reading them
+    // once the fence has signalled.
+    auto mb = make<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(step_.cmd(), VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    if (timestamps_) vkCmdWriteTimestamp(step_.cmd(), VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timestamps_, 1);
+    step_.submit_and_wait();
+    retired_.clear();
+    if (timestamps_) {
+        uint64_t t[2] = {0, 0};
+        check(vkGetQueryPoolResults(ctx_->device(), timestamps_, 0, 2, sizeof t, t, sizeof(uint64_t),
+                                    VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+              "vkGetQueryPoolResults");
+        last_step_ms_ = double(t[1] - t[0]) * ctx_->timestamp_period_ns() * 1e-6;
+    }
+    for (Buffer& page : results_.pages) page.invalidate();
+    results_ready_ = true;
+}
+
+// ---------------------------------------------------------------------------------------------- results
+
+std::vector<float> VulkanBackend::fetch(Readback r) {
+    if (r.id >= pending_.size() || pending_[r.id].is_topk) throw Error("vulkan backend: fetch of an unknown readback");
+    if (!results_ready_) throw Error("vulkan backend: fetch before submit()");
+    const Pending& p = pending_[r.id];
+    std::vector<float> out(static_cast<size_t>(p.count));
+    if (p.count > 0)
+        std::memcpy(out.data(), results_.pages[p.where.page].mapped() + p.where.offset, out.size() * sizeof(float));
+    return out;
+}
+
+std::vector<TokenScore> VulkanBackend::topk_result(Readback r) {
+    if (r.id >= pending_.size() || !pending_[r.id].is_topk)
+        throw Error("vulkan backend: topk_result of an unknown top-k");
+    if (!results_ready_) throw Error("vulkan backend: topk_result before submit()");
+    const Pending& p = pending_[r.id];
+    const std::byte* base = p.count > 0 || p.host_topk ? results_.pages[p.where.page].mapped() + p.where.offset : nullptr;
+    std::vector<TokenScore> out;
+    if (p.host_topk) {
+        // k beyond the device kernel: the whole row came back; rank it as the CPU backend does.
+        std::vector<float> row(static_cast<size_t>(p.n));
+        std::memcpy(row.data(), base, row.size() * sizeof(float));
+        std::vector<int32_t> ids(row.size());
+        for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+        auto before = [&](int32_t a, int32_t b) {
+            const float va = row[static_cast<size_t>(a)], vb = row[static_cast<size_t>(b)];
+            const bool na = va != va, nb = vb != vb;
+            if (na != nb) return nb;
+            if (!na && va != vb) return va > vb;
+            return a < b;
+        };
+        std::partial_sort(ids.begin(), ids.begin() + p.count, ids.end(), before);
+        for (int64_t i = 0; i < p.count; ++i) out.push_back(TokenScore{ids[static_cast<size_t>(i)], row[static_cast<size_t>(ids[static_cast<size_t>(i)])]});
+        return out;
+    }
+    for (int64_t i = 0; i < p.count; ++i) {
+        uint32_t pair[2];
+        std::memcpy(pair, base + i * 8, 8);
+        if (pair[1] == UINT32_MAX) break;  // fewer candidates than k
+        float v;
+        std::memcpy(&v, &pair[0], 4);
+        out.push_back(TokenScore{static_cast<int32_t>(pair[1]), v});
+    }
+    return out;
+}
+
+}  // namespace strata::vk
+
+namespace strata {
+
+std::unique_ptr<Backend> make_vulkan_backend(const BackendOptions& options) {
+    return std::make_unique<vk::VulkanBackend>(options);
+}
+
+VulkanBandwidth vulkan_read_bandwidth(Backend& backend, uint64_t bytes, int repeats) {
+    auto* vb = dynamic_cast<vk::VulkanBackend*>(&backend);
+    if (!vb) throw Error("read bandwidth is measured on a Vulkan backend, not on " + backend.info().backend);
+    return vb->read_bandwidth(bytes, repeats);
+}
+
+double vulkan_last_step_gpu_ms(const Backend& backend) {
+    const auto* vb = dynamic_cast<const vk::VulkanBackend*>(&backend);
+    return vb ? vb->last_step_gpu_ms() : -1.0;
+}
+
+}  // namespace strata

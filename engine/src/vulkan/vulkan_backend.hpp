@@ -1,0 +1,179 @@
+#pragma once
+// The Vulkan backend: every op of a step is recorded into one command buffer (a Sequence) and run at submit().
+//
+// Buffers. A Buf id names a device-local float32 buffer (activations, KV cache) or an internal one (the RoPE
+// table, top-k scratch). Shaders see a buffer through a binding that starts at an aligned offset and covers at
+// most max_binding_range bytes; the op adds the remaining element offset. Ops whose data exceed one binding are
+// split (by rows or elements) into several dispatches.
+// Weights. Uploaded once into device-local memory (load(), or on first use for a tensor the model does not
+// hold) through a bounded staging buffer, rows in canonical Meta order, in their stored type. A tensor bigger
+// than one binding is split by rows into chunks, each its own buffer; ops dispatch once per chunk.
+// Hazards. Each dispatch or copy declares what it reads and writes; a barrier is recorded only when a buffer
+// written since the last barrier is touched again, or one read since then is written (RAW, WAW, WAR).
+// Results. readback() and topk() write into host-visible pages at their place in the step; fetch() and
+// topk_result() read the pages after submit().
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "strata/backend.hpp"
+#include "strata/vulkan.hpp"
+#include "vulkan/context.hpp"
+#include "vulkan/resources.hpp"
+
+namespace strata::vk {
+
+// A range of a buffer as one shader binding sees it: it starts at `offset` (aligned) and the shader adds
+// `first` elements to reach the data. `track` is the buffer id used for hazard tracking (kUntracked for
+// weights and host pages, which no dispatch writes after they are filled).
+struct Binding {
+    VkBuffer buffer = VK_NULL_HANDLE;
+    uint64_t offset = 0;
+    uint64_t range = 0;
+    uint32_t first = 0;
+    uint32_t track = UINT32_MAX;
+    bool write = false;
+};
+constexpr uint32_t kUntracked = UINT32_MAX;
+
+// A weight on the device: its rows split into chunks that each fit one binding.
+struct DeviceTensor {
+    std::string name;
+    DType dtype = DType::F32;
+    int64_t rows = 0, cols = 0;
+    uint64_t row_bytes = 0;
+    struct Chunk {
+        Buffer buffer;  // rows [row0, row0 + rows) in canonical order, packed
+        int64_t row0 = 0, rows = 0;
+    };
+    std::vector<Chunk> chunks;
+};
+
+// Tuning of the decode matrix-vector kernel (overridable by STRATA_VK_MATVEC="WG,ROWS" for measurements).
+struct MatvecTuning {
+    uint32_t workgroup = 128;
+    uint32_t rows = 2;
+};
+
+class VulkanBackend final : public Backend {
+public:
+    explicit VulkanBackend(const BackendOptions& options);
+    ~VulkanBackend() override;
+
+    BackendInfo info() const override;
+    void load(const Model& model, const LoadProgress& progress) override;
+    Buf alloc(int64_t n, std::string_view debug_name) override;
+    void free(Buf b) override;
+    void begin() override;
+    void submit() override;
+
+    void embed(Buf out, std::span<const int32_t> tokens) override;
+    void rmsnorm(Buf out, Buf x, const TensorView& weight, int64_t T, float eps) override;
+    void matmul(Buf out, Buf x, const TensorView& w, int64_t T) override;
+    void rope(Buf x, int64_t T, int64_t n_heads, int64_t pos0) override;
+    void attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs) override;
+    void swiglu(Buf out, Buf a, Buf b, int64_t n) override;
+    void add(Buf out, Buf a, Buf b, int64_t n) override;
+    void copy(Buf dst, Buf src, int64_t n) override;
+    Readback topk(Buf row, int64_t n, int64_t k) override;
+    Readback readback(Buf src, int64_t n) override;
+
+    std::vector<float> fetch(Readback r) override;
+    std::vector<TokenScore> topk_result(Readback r) override;
+
+    // Beyond the interface (strata/vulkan.hpp).
+    VulkanBandwidth read_bandwidth(uint64_t bytes, int repeats);
+    double last_step_gpu_ms() const { return last_step_ms_; }
+    Context& context() { return *ctx_; }
+
+private:
+    // ---- buffers (vulkan_backend.cpp)
+    struct Slot {
+        Buffer buffer;
+        int64_t floats = 0;
+        std::string name;
+        bool live = false;
+    };
+    uint32_t new_slot(Buffer buffer, int64_t floats, std::string name);
+    Slot& slot(Buf b, const char* op);
+    // The binding for elements [b.offset + first, b.offset + first + count) of buffer b.
+    Binding bind(Buf b, int64_t first, int64_t count, bool write, const char* op);
+    // The most elements one binding is sure to cover, whatever the start offset.
+    int64_t max_binding_floats() const;
+    Binding bind_weight(const DeviceTensor::Chunk& c) const;
+
+    // ---- recording (vulkan_backend.cpp)
+    const Kernel& kernel(const KernelSpec& spec);
+    void require_recording(const char* op) const;
+    // Records a barrier first when this access conflicts with one since the last barrier.
+    void access(std::span<const Binding> bindings);
+    void barrier();
+    void dispatch(const Kernel& k, std::span<const Binding> bindings, const void* push, uint64_t groups);
+
+    // Host-visible pages for the tokens of a step (Upload) and for results (Readback).
+    struct HostSlice {
+        size_t page = 0;
+        uint64_t offset = 0;
+    };
+    struct HostArena {
+        Memory memory = Memory::Upload;
+        uint64_t page_bytes = 0;  // the usual page size; a bigger request gets a page of its own size
+        std::vector<Buffer> pages;
+        size_t page = 0;
+        uint64_t used = 0;
+    };
+    HostSlice reserve(HostArena& arena, uint64_t bytes, const char* what);
+    // A binding over a host slice (tokens read by embed, top-k results written by the last pass).
+    Binding bind_host(const HostArena& arena, HostSlice s, uint64_t bytes, bool write) const;
+
+    // ---- weights (weights.cpp)
+    const DeviceTensor& device_tensor(const TensorView& w);
+    void upload_tensors(const std::vector<const TensorView*>& tensors, const LoadProgress& progress);
+    void ensure_rope_table(int64_t positions);
+
+    // ---- ops helpers (ops.cpp)
+    const ModelConfig& config(const char* op) const;
+    static std::string weight_variant(const char* op, DType t);
+    void topk_pass(const Binding& in, bool merge, uint32_t items, uint32_t k, const Binding& out, uint32_t groups);
+
+    BackendOptions options_;
+    std::unique_ptr<Context> ctx_;  // first member: destroyed last, after everything that borrows it
+    MatvecTuning matvec_;
+    std::map<std::string, Kernel> kernels_;
+    std::vector<Slot> slots_;
+    std::vector<uint32_t> free_slots_;
+    std::vector<Buffer> retired_;  // freed during a step; destroyed once the step has run
+
+    using TensorKey = std::tuple<const std::byte*, uint64_t, int, int32_t, int64_t, int64_t>;
+    std::map<TensorKey, DeviceTensor> weights_;
+    const Model* model_ = nullptr;
+    std::vector<double> freqs_;  // [head_dim / 2] RoPE angle per position for each pair
+    uint32_t rope_table_ = kUntracked;  // slot of the [positions, head_dim/2, (cos, sin)] table
+    int64_t rope_positions_ = 0;
+    uint32_t topk_scratch_ = kUntracked;  // slot of the top-k candidates (two halves, ping-pong)
+    uint32_t dummy_ = kUntracked;         // slot bound where an op has no buffer (attention without probs)
+
+    Sequence step_;
+    DescriptorArena descriptors_;
+    HostArena tokens_;
+    HostArena results_;
+    VkQueryPool timestamps_ = VK_NULL_HANDLE;
+    double last_step_ms_ = -1;
+    VkPipeline bound_pipeline_ = VK_NULL_HANDLE;
+    std::vector<uint32_t> written_, read_;  // buffers touched since the last barrier
+
+    struct Pending {
+        bool is_topk = false;
+        HostSlice where;
+        int64_t count = 0;  // floats (readback) or k (top-k)
+        bool host_topk = false;  // k beyond the device kernel's limit: the row was read back, sorted on the host
+        int64_t n = 0;
+    };
+    std::vector<Pending> pending_;
+    bool results_ready_ = false;
+};
+
+}  // namespace strata::vk

@@ -1,0 +1,16 @@
+#version 450
+// FeedForward's gate: hidden = silu(w1 x) * (w3 x), silu(a) = a * sigmoid(a).
+#extension GL_GOOGLE_include_directive : require
+layout(local_size_x = 256) in;
+#include "common.glsl"
+layout(std430, binding = 0) readonly buffer A { float a[]; };  // w1 x
+layout(std430, binding = 1) readonly buffer B { float b[]; };  // w3 x
+layout(std430, binding = 2) writeonly buffer O { float o[]; };
+layout(push_constant) uniform Push { uint n; uint a_first; uint b_first; uint o_first; } p;
+void main() {
+    const uint i = global_index();
+    if (i >= p.n) return;
+    const float x = a[p.a_first + i];
+    // For very negative x, exp(-x) overflows to inf and the quotient is -0, as silu's limit says.
+    o[p.o_first + i] = x / (1.0 + exp(-x)) * b[p.b_first + i];
+}

@@ -1,0 +1,38 @@
+// Weights stay in their stored type (WTYPE_F32, WTYPE_F16 or WTYPE_BF16) and are widened to float32 here.
+// The buffer is read as 32-bit words, so only core Vulkan is needed (no 16-bit storage feature).
+// An includer that defines WEIGHTS_BINDING gets the weights there as words and weight_at(); one that reads
+// 16-byte words itself only uses widen_lo/widen_hi.
+#if defined(WEIGHTS_BINDING)
+layout(std430, binding = WEIGHTS_BINDING) readonly buffer Weights { uint w_words[]; };
+
+// Element i of the weight buffer (row-major, rows packed), as float32.
+float weight_at(uint i) {
+#if defined(WTYPE_F32)
+    return uintBitsToFloat(w_words[i]);
+#elif defined(WTYPE_F16)
+    // Little-endian: element 2j is the low half of word j.
+    return unpackHalf2x16(w_words[i >> 1])[i & 1u];
+#elif defined(WTYPE_BF16)
+    // bfloat16 is the high half of a float32: shift it into place.
+    const uint word = w_words[i >> 1];
+    return uintBitsToFloat((i & 1u) != 0u ? (word & 0xFFFF0000u) : (word << 16));
+#else
+#error "define WTYPE_F32, WTYPE_F16 or WTYPE_BF16"
+#endif
+}
+#endif
+
+// Eight 16-bit weights (one 16-byte load) as two vec4: elements 0-3 and 4-7.
+#if defined(WTYPE_BF16)
+vec4 widen_lo(uvec4 w) {
+    return vec4(uintBitsToFloat(w.x << 16), uintBitsToFloat(w.x & 0xFFFF0000u),
+                uintBitsToFloat(w.y << 16), uintBitsToFloat(w.y & 0xFFFF0000u));
+}
+vec4 widen_hi(uvec4 w) {
+    return vec4(uintBitsToFloat(w.z << 16), uintBitsToFloat(w.z & 0xFFFF0000u),
+                uintBitsToFloat(w.w << 16), uintBitsToFloat(w.w & 0xFFFF0000u));
+}
+#elif defined(WTYPE_F16)
+vec4 widen_lo(uvec4 w) { return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
+vec4 widen_hi(uvec4 w) { return vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w)); }
+#endif

@@ -1,0 +1,318 @@
+// Every Vulkan op against the CPU reference backend on random inputs: awkward sizes, every stored weight type,
+// normalised error, NaN/Inf, sentinels around each output, and no validation message.
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+
+#include "vk_helpers.hpp"
+
+using namespace strata;
+using namespace strata::test;
+
+namespace {
+
+// The backends of one test case, one per kind and binding range, reused by its checks: lavapipe compiles each
+// pipeline once per backend, and that dominates these small tests.
+class Backends {
+public:
+    Backend& get(bool vulkan, uint64_t max_binding_range) {
+        auto& b = backends_[{vulkan, max_binding_range}];
+        if (!b) b = vulkan ? make_vulkan(max_binding_range) : make_cpu();
+        return *b;
+    }
+
+private:
+    std::map<std::pair<bool, uint64_t>, std::unique_ptr<Backend>> backends_;
+};
+
+// Runs `record` on the CPU backend and on the Vulkan backend (after loading m into both); returns both outputs.
+template <class F>
+std::pair<std::vector<float>, std::vector<float>> on_both(Backends& backends, const Model& m, F&& record,
+                                                          uint64_t max_binding_range = 0) {
+    Backend& cpu = backends.get(false, 0);
+    Backend& gpu = backends.get(true, max_binding_range);
+    cpu.load(m);
+    gpu.load(m);
+    std::vector<float> want = record(cpu);
+    std::vector<float> got = record(gpu);
+    return {got, want};
+}
+
+std::vector<float> run_guarded(Backend& b, const Filler& f, int64_t n, const std::function<void(Buf)>& op) {
+    b.begin();
+    Guarded out = Guarded::make(b, f, n, "out");
+    op(out.inner());
+    Readback r = b.readback(out.whole, n + 2 * Guarded::kPad);
+    b.submit();
+    return unguard(b.fetch(r), n);
+}
+
+const DType kTypes[] = {DType::F32, DType::F16, DType::BF16};
+
+}  // namespace
+
+TEST_CASE("vulkan: devices are listed and one is chosen", "[vulkan]") {
+    const auto devices = list_vulkan_devices();
+    REQUIRE(!devices.empty());
+    int chosen = 0;
+    for (const auto& d : devices) {
+        INFO(d.name << " " << d.type << " " << d.driver);
+        CHECK(!d.name.empty());
+        CHECK(!d.api_version.empty());
+        chosen += d.chosen ? 1 : 0;
+    }
+    REQUIRE(chosen == 1);
+    auto gpu = make_vulkan();
+    const BackendInfo info = gpu->info();
+    CHECK(info.backend == "vulkan");
+    CHECK(!info.device.empty());
+    require_no_validation_messages();
+}
+
+TEST_CASE("vulkan: add, copy and swiglu match the CPU backend", "[vulkan]") {
+    Backends backends;
+    for (int64_t n : {1, 255, 257, 1000}) {
+        Filler f;
+        const int32_t ia = f.add(random_floats(n, 1, 3.0f)), ib = f.add(random_floats(n, 2));
+        const Model& m = f.model();
+        for (int op = 0; op < 4; ++op) {
+            INFO("n = " << n << ", op " << op);
+            auto [got, want] = on_both(backends, m, [&](Backend& b) {
+                Buf A = b.alloc(n, "a"), B = b.alloc(n, "b");
+                b.begin();
+                f.fill(b, A, ia, n);
+                f.fill(b, B, ib, n);
+                b.submit();
+                return run_guarded(b, f, n, [&](Buf out) {
+                    switch (op) {
+                        case 0: b.add(out, A, B, n); break;
+                        case 1: b.copy(out, A, n); break;
+                        case 2: b.swiglu(out, A, B, n); break;
+                        default:  // in place, as the residual stream does it: h = h + f(h)
+                            b.add(A, A, B, n);
+                            b.copy(out, A, n);
+                    }
+                });
+            });
+            require_close(got, want, 1e-6);
+        }
+    }
+    require_no_validation_messages();
+}
+
+TEST_CASE("vulkan: embed matches the CPU backend for every weight type, also split over bindings", "[vulkan]") {
+    Backends backends;
+    const int64_t V = 1000, W = 24;
+    const std::vector<int32_t> tokens = {0, 999, 5, 5, 500, 123};
+    const auto T = static_cast<int64_t>(tokens.size());
+    for (DType type : kTypes) {
+        for (uint64_t range : {uint64_t(0), uint64_t(16384)}) {
+            INFO(dtype_name(type) << ", binding range " << range);
+            Model m;
+            m.config.dim = W;
+            m.config.n_layers = 1;
+            m.config.n_heads = 1;
+            m.config.n_kv_heads = 1;
+            m.config.head_dim = 2;
+            m.config.hidden_dim = 1;
+            m.config.vocab_size = V;
+            m.config.bos_id = 0;
+            auto table = random_tensor("tok_embeddings", type, {V, W}, 7);
+            m.tensors["tok_embeddings"] = table->view;
+            auto [got, want] = on_both(backends, m, [&](Backend& b) {
+                Buf out = b.alloc(T * W + 2 * Guarded::kPad, "out");  // zeros around the rows
+                b.begin();
+                b.embed(out.at(Guarded::kPad, T * W), tokens);
+                Readback r = b.readback(out, T * W + 2 * Guarded::kPad);
+                b.submit();
+                return b.fetch(r);
+            }, range);
+            REQUIRE(got == want);
+            for (int64_t i = 0; i < Guarded::kPad; ++i) REQUIRE((got[i] == 0 && got[got.size() - 1 - i] == 0));
+        }
+    }
+    require_no_validation_messages();
+}
+
+TEST_CASE("vulkan: rmsnorm matches the CPU backend", "[vulkan]") {
+    Backends backends;
+    for (DType type : kTypes) {
+        for (int64_t n : {1, 7, 300, 1000}) {
+            for (int64_t T : {1, 3}) {
+                INFO(dtype_name(type) << " n = " << n << " T = " << T);
+                Filler f;
+                const int32_t ix = f.add(random_floats(T * n, 11, 2.0f));
+                auto weight = random_tensor("norm", type, {n}, 12);
+                const Model& m = f.model();
+                auto [got, want] = on_both(backends, m, [&](Backend& b) {
+                    Buf x = b.alloc(T * n, "x");
+                    b.begin();
+                    f.fill(b, x, ix, T * n);
+                    b.submit();
+                    return run_guarded(b, f, T * n, [&](Buf out) { b.rmsnorm(out, x, weight->view, T, 1e-5f); });
+                });
+                require_close(got, want, 1e-5);
+            }
+        }
+    }
+    require_no_validation_messages();
+}
+
+namespace {
+
+void check_matmul(Backends& backends, DType type, int64_t N, int64_t K, int64_t T, int64_t x_offset, uint64_t range = 0) {
+    INFO(dtype_name(type) << " w [" << N << ", " << K << "], T = " << T << ", x offset " << x_offset
+                          << ", binding range " << range);
+    Filler f;
+    const int32_t ix = f.add(random_floats(T * K, 21));
+    auto w = random_tensor("w", type, {N, K}, 22, 0.1f);
+    const Model& m = f.model();
+    auto [got, want] = on_both(backends, m, [&](Backend& b) {
+        Buf x = b.alloc(x_offset + T * K, "x");
+        b.begin();
+        f.fill(b, x.at(x_offset, T * K), ix, T * K);
+        b.submit();
+        return run_guarded(b, f, T * N, [&](Buf out) { b.matmul(out, x.at(x_offset, T * K), w->view, T); });
+    }, range);
+    require_close(got, want, 2e-6 * std::sqrt(double(K)) + 1e-6);
+}
+
+}  // namespace
+
+TEST_CASE("vulkan: matmul for decode (T = 1) matches the CPU backend", "[vulkan]") {
+    Backends backends;
+    for (DType type : kTypes) {
+        check_matmul(backends, type, 1, 8, 1, 0);     // one row
+        check_matmul(backends, type, 37, 13, 1, 0);   // odd row length: the scalar kernel
+        check_matmul(backends, type, 64, 256, 1, 0);  // 16-byte loads
+        check_matmul(backends, type, 3, 4096, 1, 0);  // long rows
+        check_matmul(backends, type, 33, 64, 1, 1);   // x not on a 16-byte boundary: the scalar kernel
+    }
+    // More workgroups than one dispatch dimension allows (140000 rows / 2 rows per workgroup > 65535).
+    check_matmul(backends, DType::BF16, 140000, 8, 1, 0);
+    require_no_validation_messages();
+}
+
+TEST_CASE("vulkan: matmul for prefill (T > 1) matches the CPU backend", "[vulkan]") {
+    Backends backends;
+    for (DType type : kTypes) {
+        check_matmul(backends, type, 37, 13, 2, 0);
+        check_matmul(backends, type, 130, 200, 5, 0);
+        check_matmul(backends, type, 65, 96, 70, 3);  // more than one tile of tokens and rows
+    }
+    require_no_validation_messages();
+}
+
+TEST_CASE("vulkan: a weight split across several bindings gives the same result", "[vulkan]") {
+    Backends backends;
+    // 16 KiB per binding: w [130, 200] f32 (800-byte rows) becomes 27 chunks; x and out are split by tokens.
+    check_matmul(backends, DType::F32, 130, 200, 1, 0, 16384);
+    check_matmul(backends, DType::BF16, 130, 200, 1, 0, 16384);
+    check_matmul(backends, DType::F32, 130, 200, 9, 0, 16384);
+    check_matmul(backends, DType::F16, 70, 24, 40, 0, 16384);
+    require_no_validation_messages();
+}
+
+TEST_CASE("vulkan: rope matches the CPU backend", "[vulkan]") {
+    Backends backends;
+    struct Case {
+        int64_t head_dim, n_heads, T, pos0;
+        bool scaled;
+    };
+    for (const Case& c : {Case{2, 1, 1, 0, false}, Case{64, 3, 4, 0, true}, Case{128, 2, 1, 37, true},
+                          Case{64, 1, 3, 100, false} /* beyond max_seq_len: the table grows */}) {
+        INFO("head_dim " << c.head_dim << " n_heads " << c.n_heads << " T " << c.T << " pos0 " << c.pos0);
+        const int64_t n = c.T * c.n_heads * c.head_dim;
+        Filler f;
+        const int32_t ix = f.add(random_floats(n, 31));
+        const Model& m = f.model(c.n_heads, 1, c.head_dim, 64, c.scaled);
+        auto [got, want] = on_both(backends, m, [&](Backend& b) {
+            return run_guarded(b, f, n, [&](Buf x) {
+                f.fill(b, x, ix, n);
+                b.rope(x, c.T, c.n_heads, c.pos0);
+            });
+        });
+        require_close(got, want, 1e-6);
+    }
+    require_no_validation_messages();
+}
+
+TEST_CASE("vulkan: attention matches the CPU backend (grouped-query, causal, probs)", "[vulkan]") {
+    Backends backends;
+    struct Case {
+        int64_t n_heads, n_kv_heads, head_dim, T, pos0;
+    };
+    for (const Case& c : {Case{2, 1, 64, 1, 0}, Case{4, 2, 128, 5, 3}, Case{3, 3, 8, 1, 130}, Case{2, 1, 64, 7, 140},
+                          Case{1, 1, 256, 2, 1}}) {
+        for (bool probs : {false, true}) {
+            INFO("heads " << c.n_heads << ":" << c.n_kv_heads << " head_dim " << c.head_dim << " T " << c.T
+                          << " pos0 " << c.pos0 << " probs " << probs);
+            const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim, L = c.pos0 + c.T;
+            Filler f;
+            const int32_t iq = f.add(random_floats(c.T * q_dim, 41));
+            const int32_t ik = f.add(random_floats(L * kv_dim, 42));
+            const int32_t iv = f.add(random_floats(L * kv_dim, 43));
+            const Model& m = f.model(c.n_heads, c.n_kv_heads, c.head_dim, 256);
+            auto [got, want] = on_both(backends, m, [&](Backend& b) {
+                Buf q = b.alloc(c.T * q_dim, "q"), k = b.alloc(L * kv_dim, "k"), v = b.alloc(L * kv_dim, "v");
+                b.begin();
+                f.fill(b, q, iq, c.T * q_dim);
+                f.fill(b, k, ik, L * kv_dim);
+                f.fill(b, v, iv, L * kv_dim);
+                Guarded out = Guarded::make(b, f, c.T * q_dim, "out");
+                Guarded p = Guarded::make(b, f, c.n_heads * c.T * L, "probs");
+                b.attention(out.inner(), q, k, v, c.T, c.pos0, probs ? p.inner() : Buf{});
+                Readback ro = b.readback(out.whole, c.T * q_dim + 2 * Guarded::kPad);
+                Readback rp = b.readback(p.whole, c.n_heads * c.T * L + 2 * Guarded::kPad);
+                b.submit();
+                std::vector<float> all = unguard(b.fetch(ro), c.T * q_dim);
+                std::vector<float> pr = unguard(b.fetch(rp), c.n_heads * c.T * L);
+                if (probs) all.insert(all.end(), pr.begin(), pr.end());
+                else for (float x : pr) REQUIRE(x == kSentinel);  // no probs requested: untouched
+                return all;
+            });
+            require_close(got, want, 1e-5);
+        }
+    }
+    require_no_validation_messages();
+}
+
+TEST_CASE("vulkan: top-k matches the CPU backend (ties by lower id, -inf, NaN)", "[vulkan]") {
+    for (int64_t n : {1, 10, 4097, 140000}) {
+        for (int64_t k : {1, 10, 64, 100}) {
+            INFO("n " << n << " k " << k);
+            std::vector<float> row = random_floats(n, 51);
+            for (float& x : row) x = std::round(x * 4.0f) / 4.0f;  // many ties
+            if (n > 5) {
+                row[3] = -std::numeric_limits<float>::infinity();
+                row[4] = std::numeric_limits<float>::quiet_NaN();
+                row[static_cast<size_t>(n - 1)] = 100.0f;  // the winner sits at the end
+            }
+            Filler f;
+            const int32_t ir = f.add(row);
+            const Model& m = f.model();
+            std::vector<TokenScore> results[2];
+            int which = 0;
+            for (auto& b : {make_cpu(), make_vulkan()}) {
+                b->load(m);
+                Buf x = b->alloc(n + 5, "row");
+                b->begin();
+                f.fill(*b, x.at(5, n), ir, n);
+                Readback r = b->topk(x.at(5, n), n, k);
+                b->submit();
+                results[which++] = b->topk_result(r);
+            }
+            const auto& want = results[0];
+            const auto& got = results[1];
+            REQUIRE(got.size() == want.size());
+            REQUIRE(static_cast<int64_t>(got.size()) == std::min(n, k));
+            for (size_t i = 0; i < got.size(); ++i) {
+                INFO("rank " << i);
+                REQUIRE(got[i].id == want[i].id);
+                REQUIRE((got[i].logit == want[i].logit || (std::isnan(got[i].logit) && std::isnan(want[i].logit))));
+            }
+        }
+    }
+    require_no_validation_messages();
+}

@@ -1,0 +1,182 @@
+#pragma once
+// Helpers for the Vulkan tests: backends (validation on), a tiny "filler" model whose tok_embeddings table
+// carries every input value so that embed() can put them into buffers on either backend, random weights in
+// each stored type, sentinel checks, and the rule that no validation message may have been recorded.
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "catch.hpp"
+#include "strata/backend.hpp"
+#include "strata/dtype.hpp"
+#include "strata/model.hpp"
+#include "strata/vulkan.hpp"
+#include "support.hpp"
+
+namespace strata::test {
+
+// Validation is on unless STRATA_VK_VALIDATION=0 says otherwise (ctest sets it to 1).
+inline BackendOptions vulkan_options(uint64_t max_binding_range = 0) {
+    BackendOptions o;
+    o.name = "vulkan";
+    const char* e = std::getenv("STRATA_VK_VALIDATION");
+    o.validation = !(e && std::string(e) == "0");
+    o.max_binding_range = max_binding_range;
+    return o;
+}
+
+inline std::unique_ptr<Backend> make_vulkan(uint64_t max_binding_range = 0) {
+    return make_backend(vulkan_options(max_binding_range));
+}
+
+inline std::unique_ptr<Backend> make_cpu() {
+    BackendOptions o;
+    o.name = "cpu";
+    o.threads = 2;
+    return make_backend(o);
+}
+
+// Fails the test when the validation layer said anything since the last call (and forgets what it said).
+inline void require_no_validation_messages() {
+    const std::vector<std::string> messages = vulkan_validation_messages();
+    clear_vulkan_validation_messages();
+    for (const std::string& m : messages) UNSCOPED_INFO(m);
+    REQUIRE(messages.empty());
+}
+
+inline std::vector<float> random_floats(int64_t n, uint64_t seed, float scale = 1.0f) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> dist(0.0f, scale);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = dist(rng);
+    return v;
+}
+
+// A weight tensor that owns its bytes: random values stored as `type`.
+struct OwnedTensor {
+    std::vector<std::byte> bytes;
+    TensorView view;
+};
+
+inline std::unique_ptr<OwnedTensor> make_tensor(const std::string& name, DType type, std::vector<int64_t> shape,
+                                                const std::vector<float>& values) {
+    auto t = std::make_unique<OwnedTensor>();
+    const size_t n = values.size();
+    t->bytes.resize(type == DType::F32 ? 4 * n : 2 * n);
+    for (size_t i = 0; i < n; ++i) {
+        if (type == DType::F32) {
+            std::memcpy(t->bytes.data() + 4 * i, &values[i], 4);
+        } else {
+            const uint16_t h = type == DType::F16 ? f32_to_f16(values[i]) : f32_to_bf16(values[i]);
+            std::memcpy(t->bytes.data() + 2 * i, &h, 2);
+        }
+    }
+    t->view.name = name;
+    t->view.source_name = name;
+    t->view.dtype = type;
+    t->view.shape = std::move(shape);
+    t->view.data = t->bytes.data();
+    t->view.nbytes = t->bytes.size();
+    t->view.file = "(test)";
+    return t;
+}
+
+inline std::unique_ptr<OwnedTensor> random_tensor(const std::string& name, DType type, std::vector<int64_t> shape,
+                                                  uint64_t seed, float scale = 1.0f) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return make_tensor(name, type, std::move(shape), random_floats(n, seed, scale));
+}
+
+constexpr float kSentinel = -7777.25f;
+
+// Values registered here become rows of a [R, 1] float32 tok_embeddings table; a model with dim 1 and the
+// attention shape of the test then lets embed() write any registered values into a buffer on either backend.
+class Filler {
+public:
+    Filler() { sentinel_ = add(std::vector<float>{kSentinel}); }
+    int32_t add(const std::vector<float>& values) {
+        const auto id = static_cast<int32_t>(table_.size());
+        table_.insert(table_.end(), values.begin(), values.end());
+        return id;
+    }
+    // Builds the model (call once, after every add()). Attention shape as given; dim is 1.
+    const Model& model(int64_t n_heads = 1, int64_t n_kv_heads = 1, int64_t head_dim = 2, int64_t max_seq_len = 64,
+                       bool rope_scaling = false) {
+        model_ = std::make_unique<Model>();
+        ModelConfig& c = model_->config;
+        c.dim = 1;
+        c.n_layers = 1;
+        c.n_heads = n_heads;
+        c.n_kv_heads = n_kv_heads;
+        c.head_dim = head_dim;
+        c.hidden_dim = 1;
+        c.vocab_size = static_cast<int64_t>(table_.size());
+        c.bos_id = 0;
+        c.max_seq_len = max_seq_len;
+        c.rope_scaling.enabled = rope_scaling;
+        c.name = "filler";
+        tensor_ = make_tensor("tok_embeddings", DType::F32, {static_cast<int64_t>(table_.size()), 1}, table_);
+        model_->tensors["tok_embeddings"] = tensor_->view;
+        return *model_;
+    }
+    // dst[0 .. n) = the n values registered at `id`.
+    void fill(Backend& b, Buf dst, int32_t id, int64_t n) const {
+        std::vector<int32_t> tokens(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) tokens[static_cast<size_t>(i)] = id + static_cast<int32_t>(i);
+        b.embed(dst.at(0, n), tokens);
+    }
+    void fill_sentinel(Backend& b, Buf dst, int64_t n) const {
+        std::vector<int32_t> tokens(static_cast<size_t>(n), sentinel_);
+        b.embed(dst.at(0, n), tokens);
+    }
+
+private:
+    std::vector<float> table_;
+    int32_t sentinel_ = 0;
+    std::unique_ptr<Model> model_;
+    std::unique_ptr<OwnedTensor> tensor_;
+};
+
+// An output buffer with `pad` sentinels on each side of n values; check() reads it back and verifies the
+// sentinels survived, returning the n values.
+struct Guarded {
+    static constexpr int64_t kPad = 37;
+    Buf whole;
+    int64_t n = 0;
+    Buf inner() const { return whole.at(kPad, n); }
+
+    static Guarded make(Backend& b, const Filler& f, int64_t n, const char* name) {
+        Guarded g;
+        g.n = n;
+        g.whole = b.alloc(n + 2 * kPad, name);
+        f.fill_sentinel(b, g.whole, n + 2 * kPad);
+        return g;
+    }
+};
+
+inline std::vector<float> unguard(const std::vector<float>& all, int64_t n) {
+    REQUIRE(static_cast<int64_t>(all.size()) == n + 2 * Guarded::kPad);
+    for (int64_t i = 0; i < Guarded::kPad; ++i) {
+        INFO("sentinel " << i << " before / after the output");
+        REQUIRE(all[static_cast<size_t>(i)] == kSentinel);
+        REQUIRE(all[static_cast<size_t>(Guarded::kPad + n + i)] == kSentinel);
+    }
+    return std::vector<float>(all.begin() + Guarded::kPad, all.begin() + Guarded::kPad + n);
+}
+
+// Output of one backend vs the CPU reference: both finite, normalised error under tol.
+inline void require_close(const std::vector<float>& got, const std::vector<float>& want, double tol) {
+    REQUIRE(got.size() == want.size());
+    REQUIRE(all_finite(got));
+    REQUIRE(all_finite(want));
+    const double err = rel_l2(got, want);
+    INFO("relative L2 error " << err << " (tolerance " << tol << ")");
+    REQUIRE(err <= tol);
+}
+
+}  // namespace strata::test
