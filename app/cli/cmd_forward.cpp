@@ -1,0 +1,100 @@
+// strata-cli forward: one forward pass over a prompt; the top-k next tokens at every position as JSON, and with
+// --dump DIR every captured tensor as float32 .npy ([T, n], named as in model.py).
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "command.hpp"
+#include "model_args.hpp"
+#include "strata/npy.hpp"
+#include "strata/trace.hpp"
+
+namespace strata::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// log(sum(exp(row))), for the probabilities of the listed tokens under the full softmax.
+double log_sum_exp(const float* row, int64_t n) {
+    double mx = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) mx = std::max(mx, double(row[i]));
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += std::exp(double(row[i]) - mx);
+    return mx + std::log(s);
+}
+
+int run_forward(const Args& args) {
+    auto keys = model_option_keys();
+    keys.insert(keys.end(), {"tokens", "text", "dump", "top-k", "probs"});
+    args.allow_only(keys);
+    const int64_t top_k = args.get_int("top-k", 5);
+    if (top_k < 1) throw UsageError("--top-k must be at least 1");
+    if (args.has("probs") && !args.has("dump")) throw UsageError("--probs only adds to --dump");
+    const auto dump = args.get("dump");
+    if (dump && dump->empty()) throw UsageError("--dump needs a folder");
+
+    LoadedModel m = load_model_and_backend(args);
+    const Model& model = *m.model;
+    const auto ids = prompt_ids(args, model);
+    const auto T = static_cast<int64_t>(ids.size());
+    const int64_t V = model.config.vocab_size;
+
+    TraceRequest request;
+    if (dump) {
+        request = TraceRequest::everything();
+        request.attention_probs = args.has("probs");  // T x T per head and layer: only when asked
+    }
+    request.logits_all_positions = true;
+    request.keep_logits = true;
+    request.top_k = top_k;
+
+    Transformer transformer(model, *m.backend);
+    KVCache cache(*m.backend, model.config, std::max<int64_t>(T, 1));
+    const Trace trace = transformer.prefill(cache, ids, request);
+
+    const TracedTensor& logits = *trace.find("logits");  // [T, vocab]
+    nlohmann::json positions = nlohmann::json::array();
+    for (int64_t p = 0; p < T; ++p) {
+        const float* row = logits.data.data() + p * V;
+        const double lse = log_sum_exp(row, V);
+        nlohmann::json top = nlohmann::json::array();
+        for (const TokenScore& s : trace.top_k[static_cast<size_t>(p)])
+            top.push_back({{"id", s.id},
+                           {"logit", s.logit},
+                           {"prob", std::exp(double(s.logit) - lse)},
+                           {"text", model.tokenizer.decode({s.id})}});
+        positions.push_back({{"position", p},
+                             {"token", ids[static_cast<size_t>(p)]},
+                             {"text", model.tokenizer.decode({ids[static_cast<size_t>(p)]})},
+                             {"top_k", top}});
+    }
+    nlohmann::json out = {{"tokens", ids}, {"positions", positions}, {"model", model_json(model, *m.backend)}};
+
+    if (dump) {
+        const fs::path dir = *dump;
+        fs::create_directories(dir);
+        nlohmann::json files = nlohmann::json::array();
+        for (const auto& [name, t] : trace.tensors) {
+            const int64_t shape[2] = {t.rows, t.cols};
+            const fs::path file = dir / (name + ".npy");
+            write_npy(file, t.data, shape);
+            files.push_back({{"name", name}, {"file", file.string()}, {"shape", {t.rows, t.cols}}});
+        }
+        out["dump"] = {{"dir", dir.string()}, {"files", files}};
+    }
+    std::printf("%s\n", json_text(out, 2).c_str());
+    return 0;
+}
+
+}  // namespace
+
+STRATA_COMMAND(Command{"forward",
+                       "--model PATH (--tokens ID,ID,... | --text TEXT) [--backend cpu|vulkan] [--device N] "
+                       "[--threads N] [--top-k K] [--dump DIR [--probs]]",
+                       "one forward pass: top-k next tokens at every position (JSON); --dump writes every "
+                       "intermediate tensor as .npy",
+                       run_forward});
+
+}  // namespace strata::cli
