@@ -1,4 +1,4 @@
-#include "checkpoint/safetensors.hpp"
+#include "safetensors.hpp"
 
 #include <algorithm>
 #include <cstring>
