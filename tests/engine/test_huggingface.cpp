@@ -1,4 +1,6 @@
 // Hugging Face checkpoints: the golden model, name mapping, undoing the q/k permutation, shards, config.json.
+#include <array>
+#include <atomic>
 #include <cstring>
 #include <fstream>
 
@@ -220,4 +222,21 @@ TEST_CASE("config.json: defaults, eos lists, instruct detection, tied copies", "
         const auto m = load_model(write_folder("inv-freq", c, safetensors_bytes(h.dump(), data)));
         CHECK(m->tensors.size() == ts.size() - 1);
     }
+}
+
+TEST_CASE("loading reports progress per shard and stops when cancelled", "[checkpoint]") {
+    const fs::path dir = write_tiny("progress");
+    std::vector<std::array<uint64_t, 4>> calls;
+    LoadProgress p;
+    p.on_progress = [&](uint64_t done, uint64_t total, int64_t td, int64_t tt) {
+        calls.push_back({done, total, uint64_t(td), uint64_t(tt)});
+    };
+    load_model(dir, p);
+    REQUIRE(calls.size() == 1);
+    const uint64_t size = fs::file_size(dir / "model.safetensors");
+    CHECK(calls[0] == std::array<uint64_t, 4>{size, size, 21, 21});
+
+    std::atomic<bool> cancel{true};
+    p.cancel = &cancel;
+    CHECK_THROWS_AS(load_model(dir, p), Cancelled);
 }
