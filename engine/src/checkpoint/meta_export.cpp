@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/pickle.hpp"
-#include "checkpoint/torch_zip.hpp"
+#include "pickle.hpp"
+#include "torch_zip.hpp"
 #include "strata/error.hpp"
 #include "strata/writers.hpp"
 

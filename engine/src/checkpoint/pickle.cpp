@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "checkpoint/pickle.hpp"
+#include "pickle.hpp"
 #include "strata/error.hpp"
 
 namespace strata::pickle {

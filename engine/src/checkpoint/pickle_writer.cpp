@@ -5,7 +5,7 @@
 #include <cstring>
 #include <map>
 
-#include "checkpoint/pickle.hpp"
+#include "pickle.hpp"
 #include "strata/error.hpp"
 
 namespace strata::pickle {

@@ -1,6 +1,6 @@
 // ZIP reading and writing for torch.save archives. Field layouts follow PKWARE's APPNOTE.TXT (sections 4.3.7
 // local header, 4.3.12 central directory header, 4.3.14-4.3.16 Zip64 end records, 4.5.3 Zip64 extra field).
-#include "checkpoint/torch_zip.hpp"
+#include "torch_zip.hpp"
 
 #include <array>
 #include <cstring>
