@@ -257,3 +257,53 @@ TEST_CASE("peak RSS of loading a 2.5 GB checkpoint stays small", "[.rss]") {
     CHECK(info["parameters"]["total"] == 1235814400ull);
     CHECK(rss_mb < 300.0);
 }
+
+TEST_CASE("meta_hidden_dim gives the FFN sizes of the published Llama 3 models", "[checkpoint]") {
+    // (dim, multiple_of, ffn_dim_multiplier) from Meta's params.json -> intermediate_size in the HF configs.
+    CHECK(meta_hidden_dim(4096, 1024, 1.3) == 14336);   // 3 / 3.1 8B
+    CHECK(meta_hidden_dim(8192, 4096, 1.3) == 28672);   // 70B
+    CHECK(meta_hidden_dim(16384, 4096, 1.2) == 53248);  // 3.1 405B
+    CHECK(meta_hidden_dim(2048, 256, 1.5) == 8192);     // 3.2 1B
+    CHECK(meta_hidden_dim(3072, 256, 1.0) == 8192);     // 3.2 3B
+    CHECK(meta_hidden_dim(128, 64, 0.0) == 384);        // no multiplier: int(2*512/3) = 341, up to 384
+}
+
+TEST_CASE("ModelConfig::validate refuses numbers that cannot be a Llama model", "[checkpoint]") {
+    auto good = [] {
+        ModelConfig c;
+        c.dim = 64, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.head_dim = 16, c.hidden_dim = 128;
+        c.vocab_size = 1000, c.bos_id = 1, c.eos_ids = {2};
+        return c;
+    };
+    REQUIRE_NOTHROW(good().validate());
+    auto fails = [&](auto edit, const std::string& what) {
+        ModelConfig c = good();
+        edit(c);
+        CHECK_THAT(error_of<ModelError>([&] { c.validate(); }), Contains(what));
+    };
+    fails([](ModelConfig& c) { c.dim = 0; }, "dim = 0");
+    fails([](ModelConfig& c) { c.n_kv_heads = 3; }, "not a multiple of n_kv_heads 3");
+    fails([](ModelConfig& c) { c.n_kv_heads = 8; }, "n_kv_heads = 8");
+    fails([](ModelConfig& c) { c.head_dim = 15; }, "head_dim 15 is odd");
+    fails([](ModelConfig& c) { c.vocab_size = -5; }, "vocab_size = -5");
+    fails([](ModelConfig& c) { c.norm_eps = 0.0f; }, "norm_eps");
+    fails([](ModelConfig& c) { c.eos_ids = {1000}; }, "eos id 1000 is outside the vocabulary of 1000");
+    fails([](ModelConfig& c) { c.bos_id = -1; }, "bos id -1");
+    fails([](ModelConfig& c) {
+        c.rope_scaling.enabled = true;
+        c.rope_scaling.high_freq_factor = 0.5f;
+    }, "rope_scaling");
+}
+
+TEST_CASE("ModelConfig as JSON: every field under a stable name", "[checkpoint]") {
+    const auto m = load_model(golden_hf_dir());
+    const json j = m->config;
+    for (const char* k : {"name", "dim", "n_layers", "n_heads", "n_kv_heads", "head_dim", "hidden_dim", "vocab_size",
+                          "norm_eps", "rope_theta", "rope_scaling", "tie_embeddings", "max_seq_len", "bos_id",
+                          "eos_ids", "is_demo", "is_instruct"})
+        CHECK(j.contains(k));
+    CHECK(j["norm_eps"] == 1e-5);  // written as the decimal in config.json, not float noise
+    CHECK(j["rope_theta"] == 500000.0);
+    CHECK(j["rope_scaling"]["original_max_position_embeddings"] == 8192);
+    CHECK(j["eos_ids"] == json{128001});
+}
