@@ -1,0 +1,98 @@
+// The explorer's own computations (logit lens, nearest tokens, reductions, statistics) against direct formulas.
+#include <cmath>
+#include <numeric>
+
+#include "catch.hpp"
+#include "strata/model.hpp"
+#include "support.hpp"
+#include "worker/analysis.hpp"
+#include "worker/token_text.hpp"
+
+using namespace strata;
+using namespace strata::ui;
+
+TEST_CASE("rmsnorm_rows and logit_stats follow their formulas", "[ui][analysis]") {
+    const std::vector<float> x = {1, 2, 3, 4, -1, 0, 0, 1};  // [2, 4]
+    const std::vector<float> g = {1, 0.5f, 2, 1};
+    const std::vector<float> y = analysis::rmsnorm_rows(x, 2, g, 1e-5f);
+    const double rms0 = std::sqrt((1 + 4 + 9 + 16) / 4.0 + 1e-5);
+    CHECK(y[1] == Approx(2 / rms0 * 0.5));
+    CHECK(y[2] == Approx(3 / rms0 * 2));
+    const double rms1 = std::sqrt(2 / 4.0 + 1e-5);
+    CHECK(y[4] == Approx(-1 / rms1));
+
+    const std::vector<float> logits = {2.0f, 1.0f, -3.0f, 0.5f};
+    double z = 0;
+    for (float l : logits) z += std::exp(double(l));
+    double h = 0;
+    for (float l : logits) h -= std::exp(l) / z * std::log(std::exp(l) / z);
+    const auto st = analysis::logit_stats(logits);
+    CHECK(st.log_sum_exp == Approx(std::log(z)));
+    CHECK(st.entropy == Approx(h));
+}
+
+TEST_CASE("reduce_max_abs keeps the signed extreme of every bucket", "[ui][analysis]") {
+    std::vector<float> x(3 * 1000, 0.01f);  // [3, 1000]
+    x[1 * 1000 + 777] = -9.0f;
+    x[2 * 1000 + 3] = 5.0f;
+    const auto r = analysis::reduce_max_abs(x, 3, 1000, 3, 100);
+    REQUIRE(r.cols == 100);
+    REQUIRE(r.col_step == 10);
+    CHECK(r.data[size_t(1 * 100 + 77)] == -9.0f);
+    CHECK(r.data[size_t(2 * 100 + 0)] == 5.0f);
+    CHECK(r.data[size_t(0 * 100 + 50)] == Approx(0.01f));
+}
+
+TEST_CASE("abs_quantile is robust to a few outliers", "[ui][analysis]") {
+    std::vector<float> x(1000);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 10) - 4.5f;  // |x| <= 4.5
+    x[5] = 1000.0f;
+    CHECK(analysis::abs_quantile(x, 0.99) == Approx(4.5f));
+    CHECK(analysis::abs_quantile(x, 1.0) == 1000.0f);
+}
+
+TEST_CASE("logit lens and nearest tokens agree with a direct pass over the golden model", "[ui][analysis]") {
+    const auto model = load_model(test::golden_hf_dir());
+    const TensorView& w = model->output_weight();
+    const int64_t dim = model->config.dim, vocab = w.rows();
+    // Two rows: the embeddings of tokens 5 and 1000.
+    const TensorView& emb = model->tensor("tok_embeddings");
+    std::vector<float> x(size_t(2 * dim));
+    emb.row_to_f32(5, x.data());
+    emb.row_to_f32(1000, x.data() + dim);
+    const auto top = analysis::top_token_per_row(w, x, 2);
+
+    std::vector<float> row(static_cast<size_t>(dim));
+    for (int r = 0; r < 2; ++r) {
+        int32_t best = 0;
+        double bestLogit = -INFINITY, z = 0;
+        std::vector<double> logits(static_cast<size_t>(vocab));
+        for (int64_t v = 0; v < vocab; ++v) {
+            w.row_to_f32(v, row.data());
+            double s = 0;
+            for (int64_t j = 0; j < dim; ++j) s += double(row[size_t(j)]) * x[size_t(r * dim + j)];
+            logits[size_t(v)] = s;
+            if (s > bestLogit) bestLogit = s, best = int32_t(v);
+        }
+        for (double l : logits) z += std::exp(l - bestLogit);
+        CHECK(top.id[size_t(r)] == best);
+        CHECK(top.logit[size_t(r)] == Approx(bestLogit).epsilon(1e-4));
+        CHECK(top.prob[size_t(r)] == Approx(1.0 / z).epsilon(1e-3));
+    }
+
+    const auto norms = analysis::row_norms(emb);
+    std::vector<float> q(static_cast<size_t>(dim));
+    emb.row_to_f32(1000, q.data());
+    const auto near = analysis::nearest_rows(emb, norms, q, 5);
+    REQUIRE(near.size() == 5);
+    CHECK(near[0].first == 1000);
+    CHECK(near[0].second == Approx(1.0f).epsilon(1e-5));
+    for (size_t i = 1; i < near.size(); ++i) CHECK(near[i].second <= near[i - 1].second);
+}
+
+TEST_CASE("tokens are displayed with visible whitespace and raw bytes", "[ui][analysis]") {
+    CHECK(displayBytes(" the") == QString::fromUtf8("\u2423the"));
+    CHECK(displayBytes("a\nb") == QString::fromUtf8("a\u21b5b"));
+    CHECK(displayBytes("\xe2\x82") == QStringLiteral("<0xE2><0x82>"));
+    CHECK(displayBytes("\xc3\xa9t\xc3\xa9") == QString::fromUtf8("\u00e9t\u00e9"));
+}

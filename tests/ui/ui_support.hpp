@@ -1,0 +1,54 @@
+#pragma once
+// Helpers for the UI tests: the QApplication (Catch2WithMain owns main()), waiting on the event loop, the
+// demonstration model written once per process, and a measure of how non-uniform a rendered image is.
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <set>
+
+#include <QApplication>
+#include <QDeadlineTimer>
+#include <QImage>
+#include <QTest>
+
+#include "strata/demo.hpp"
+#include "support.hpp"
+
+namespace strata::test {
+
+inline QApplication& ui_app() {
+    // Offscreen unless the caller chose a platform (ctest sets QT_QPA_PLATFORM=offscreen).
+    if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+    static int argc = 1;
+    static char name[] = "strata_ui_tests";
+    static char* argv[] = {name, nullptr};
+    static QApplication app(argc, argv);
+    return app;
+}
+
+// Processes events until pred() holds or the time is up; returns pred().
+inline bool wait_until(const std::function<bool()>& pred, int ms = 60000) {
+    return QTest::qWaitFor([&] { return pred(); }, ms);
+}
+
+// A demonstration model (random weights, real tokenizer) under the test build's tmp/.
+inline std::filesystem::path demo_model() {
+    static std::filesystem::path dir = [] {
+        std::filesystem::path d = temp_dir("ui-demo");
+        strata::make_demo_model(d, tokenizer_json());
+        return d;
+    }();
+    return dir;
+}
+
+inline int distinct_colours(const QImage& img) {
+    std::set<QRgb> seen;
+    const QImage rgb = img.convertToFormat(QImage::Format_RGB32);
+    for (int y = 0; y < rgb.height(); ++y) {
+        const QRgb* line = reinterpret_cast<const QRgb*>(rgb.constScanLine(y));
+        for (int x = 0; x < rgb.width(); ++x) seen.insert(line[x]);
+    }
+    return int(seen.size());
+}
+
+}  // namespace strata::test

@@ -1,0 +1,145 @@
+#pragma once
+// Strata's main window: open a model (File > Open, drag and drop, recent models, the command line, or the
+// demonstration model by default), run a prompt, and explore it: the atlas of the model's parts on the left,
+// the views in the middle, the annotation card of what is shown on the right, the token chips above and the
+// layer stepper below. The engine runs in EngineClient's worker thread; this window only reacts to its signals.
+#include <QMainWindow>
+
+#include "explorer/explorer_state.hpp"
+
+class QCheckBox;
+class QLabel;
+class QLineEdit;
+class QMenu;
+class QProgressBar;
+class QPushButton;
+class QTabWidget;
+class QTreeView;
+class QActionGroup;
+
+namespace strata::ui {
+
+class AtlasModel;
+class AttentionView;
+class CardPanel;
+class EmbeddingView;
+class EngineClient;
+class GainsView;
+class LayerStepper;
+class LogitsView;
+class NormsView;
+class StrataView;
+class TensorView;
+class TokenChips;
+class ViewPage;
+
+class MainWindow : public QMainWindow {
+    Q_OBJECT
+public:
+    explicit MainWindow(QWidget* parent = nullptr);
+    ~MainWindow() override;
+
+    static constexpr const char* kDefaultPrompt = "The capital of France is Paris, and the capital of Germany is";
+
+    void openPath(const QString& path);
+    void openDemo();
+    void setBackend(const QString& name);  // "cpu" or "vulkan"; reopens the current model
+    void runPrompt(const QString& text);
+    // Runs exactly `tokens` (a conversation up to a generated token, from the chat) in the explorer; `label` is
+    // shown in the status bar. Returns the run's request id (RunResult::id) so the caller can select a position.
+    qint64 runTokens(const QString& label, const std::vector<int32_t>& tokens, bool logitLens);
+    void setLogitLens(bool on);
+    // Selects a part in the atlas: key as in Part::key, layer for parts inside blocks (-1 outside).
+    void selectPart(const QString& key, int layer);
+    void showView(ViewPage* view);
+
+    ExplorerState* state() const { return state_; }
+    EngineClient* client() const { return client_; }
+    AtlasModel* atlas() const { return atlas_; }
+    QTreeView* atlasView() const { return tree_; }
+    CardPanel* cardPanel() const { return cards_; }
+    TokenChips* chips() const { return chips_; }
+    LayerStepper* stepper() const { return stepper_; }
+    QTabWidget* tabs() const { return tabs_; }
+    QList<ViewPage*> views() const;
+    TensorView* tensorView() const { return tensorView_; }
+    StrataView* strataView() const { return strataView_; }
+    NormsView* normsView() const { return normsView_; }
+    GainsView* gainsView() const { return gainsView_; }
+    AttentionView* attentionView() const { return attentionView_; }
+    EmbeddingView* embeddingView() const { return embeddingView_; }
+    LogitsView* logitsView() const { return logitsView_; }
+    bool busy() const { return loadId_ != 0 || runId_ != 0; }
+    QString lastError() const { return lastError_; }
+
+signals:
+    void modelReady();
+    void runReady();
+    void lensReady();
+    void failed(const QString& message);
+
+protected:
+    void dragEnterEvent(QDragEnterEvent* e) override;
+    void dropEvent(QDropEvent* e) override;
+
+private:
+    void buildActions();
+    void buildLayout();
+    void connectEngine();
+    void chooseFile();
+    void chooseFolder();
+    void startRun();
+    void onModelLoaded(qint64 id, const ModelSummaryPtr& summary);
+    void onRunFinished(const RunResultPtr& run);
+    void onAtlasCurrentChanged(const QModelIndex& index);
+    void syncAtlasToLayer();
+    void updateCard();
+    void updateStatus();
+    void showError(const QString& what, const QString& message);
+    void setLoading(bool loading);
+    void addRecent(const QString& path);
+    void rebuildRecentMenu();
+    ViewPage* preferredView(const Part& part) const;
+
+    ExplorerState* state_;
+    EngineClient* client_;
+    AtlasModel* atlas_;
+    QTreeView* tree_;
+    CardPanel* cards_;
+    TokenChips* chips_;
+    LayerStepper* stepper_;
+    QTabWidget* tabs_;
+    TensorView* tensorView_;
+    StrataView* strataView_;
+    NormsView* normsView_;
+    GainsView* gainsView_;
+    AttentionView* attentionView_;
+    EmbeddingView* embeddingView_;
+    LogitsView* logitsView_;
+
+    QLineEdit* prompt_;
+    QPushButton* run_;
+    QCheckBox* lens_;
+    QLabel* demoBanner_;
+    QLabel* errorBanner_;
+    QProgressBar* progress_;
+    QLabel* progressText_;
+    QPushButton* cancel_;
+    QLabel* statusModel_;
+    QLabel* statusFormat_;
+    QLabel* statusDtype_;
+    QLabel* statusBackend_;
+    QLabel* statusDevice_;
+    QMenu* recentMenu_;
+    QActionGroup* backendGroup_;
+
+    QString backend_ = QStringLiteral("cpu");
+    QString modelPath_;   // what is open (empty: the demonstration model)
+    bool openedDemo_ = false;
+    qint64 loadId_ = 0;
+    qint64 runId_ = 0;
+    bool syncing_ = false;
+    QString lastError_;
+};
+
+}  // namespace strata::ui

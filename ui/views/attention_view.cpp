@@ -1,0 +1,216 @@
+#include "views/attention_view.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <QLabel>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QSpinBox>
+#include <QSplitter>
+
+#include "views/colormap.hpp"
+#include "worker/engine_worker.hpp"
+#include "views/heatmap_widget.hpp"
+#include "views/plot_util.hpp"
+
+namespace strata::ui {
+
+AttentionView::AttentionView(ExplorerState* state, EngineClient* client, QWidget* parent)
+    : ViewPage(tr("Attention"), state, client, parent) {
+    headBox_ = new QSpinBox;
+    headBox_->setPrefix(tr("head "));
+    headBox_->setRange(0, 0);
+    controls()->addStretch(1);
+    controls()->addWidget(headBox_);
+
+    grid_ = new HeadGrid;
+    map_ = new HeatmapWidget;
+    map_->setScaleKind(ColorScale::Kind::Sequential);
+    map_->setFixedRange(0.0f, 1.0f);
+    map_->setAxisNames(tr("query"), tr("key"));
+    auto* split = new QSplitter(Qt::Horizontal);
+    split->addWidget(grid_);
+    split->addWidget(map_);
+    split->setStretchFactor(0, 2);
+    split->setStretchFactor(1, 3);
+    setCanvas(split);
+    setReadout(tr("Rows are queries, columns the keys they attend to; each row sums to 1."));
+
+    connect(headBox_, &QSpinBox::valueChanged, this, &AttentionView::setHead);
+    connect(grid_, &HeadGrid::headClicked, this, &AttentionView::setHead);
+    auto readout = [this](const QString& s) {
+        if (!s.isEmpty()) setReadout(s);
+    };
+    connect(grid_, &HeadGrid::hoverChanged, this, readout);
+    connect(map_, &HeatmapWidget::hoverChanged, this, [this](const QString& s) {
+        if (!s.isEmpty()) setReadout(tr("layers.%1 head %2 \u00b7 %3").arg(state_->layer()).arg(head_).arg(s));
+    });
+    connect(map_, &HeatmapWidget::rowClicked, state_, &ExplorerState::setPosition);
+    connect(state_, &ExplorerState::runChanged, this, &AttentionView::refresh);
+    connect(state_, &ExplorerState::layerChanged, this, &AttentionView::refresh);
+    connect(state_, &ExplorerState::positionChanged, this, [this](int p) {
+        map_->setSelectedRow(p);
+        grid_->setSelected(head_, p);
+    });
+}
+
+void AttentionView::setHead(int head) {
+    const int n = state_->model() ? int(state_->model()->config.n_heads) : 1;
+    head = std::clamp(head, 0, std::max(0, n - 1));
+    if (head == head_ && headBox_->value() == head) return;
+    head_ = head;
+    const QSignalBlocker block(headBox_);
+    headBox_->setValue(head);
+    refresh();
+}
+
+bool AttentionView::hasContent() const { return map_->rows() > 0; }
+
+void AttentionView::refresh() {
+    const QString name = QStringLiteral("layers.%1.attention.probs").arg(state_->layer());
+    const TracedTensor* t = state_->traced(name);
+    const RunResultPtr& run = state_->run();
+    if (!t || !run) {
+        const QString why = !run ? tr("Run a prompt to see attention.")
+                                 : tr("Attention probabilities are kept for prompts of up to %1 tokens.").arg(EngineWorker::kMaxProbsPositions);
+        grid_->clear(why);
+        map_->clear(why);
+        return;
+    }
+    const ModelConfig& c = state_->model()->config;
+    const int heads = int(c.n_heads), T = int(run->tokens.size()), S = int(t->cols);
+    headBox_->setRange(0, heads - 1);
+    grid_->setData(t->data.data(), heads, T, S, int(c.n_rep()), run->tokenTexts);
+    grid_->setSelected(head_, state_->position());
+    std::vector<float> one(t->data.begin() + std::ptrdiff_t(size_t(head_) * T * S), t->data.begin() + std::ptrdiff_t(size_t(head_ + 1) * T * S));
+    map_->setRowLabels(run->tokenTexts);
+    map_->setColumnLabels(run->tokenTexts);
+    map_->setMatrix(std::move(one), T, S);
+    map_->setSelectedRow(state_->position());
+}
+
+ViewPage::TensorExport AttentionView::tensorExport() const {
+    TensorExport e;
+    e.name = QStringLiteral("layers.%1.attention.probs").arg(state_->layer());
+    if (const TracedTensor* t = state_->traced(e.name)) {
+        const int64_t heads = state_->model()->config.n_heads;
+        e.data = t->data;
+        e.shape = {heads, t->rows / heads, t->cols};  // [n_heads, T, T0 + T]
+    }
+    return e;
+}
+
+// ---------------------------------------------------------------------------------------------- head grid
+
+HeadGrid::HeadGrid(QWidget* parent) : QWidget(parent) {
+    setMouseTracking(true);
+    message_ = tr("no data");
+}
+
+void HeadGrid::setData(const float* probs, int heads, int T, int S, int kvGroup, QStringList tokens) {
+    probs_.assign(probs, probs + size_t(heads) * T * S);
+    heads_ = heads;
+    T_ = T;
+    S_ = S;
+    kvGroup_ = std::max(1, kvGroup);
+    tokens_ = std::move(tokens);
+    message_.clear();
+    rebuild();
+}
+
+void HeadGrid::clear(const QString& message) {
+    probs_.clear();
+    heads_ = 0;
+    images_.clear();
+    message_ = message;
+    update();
+}
+
+void HeadGrid::setSelected(int head, int position) {
+    selected_ = head;
+    position_ = position;
+    update();
+}
+
+void HeadGrid::resizeEvent(QResizeEvent*) { update(); }
+
+void HeadGrid::rebuild() {
+    // One small image per head, T x S pixels, scaled when painted.
+    images_.clear();
+    for (int h = 0; h < heads_; ++h) {
+        QImage img(std::max(1, S_), std::max(1, T_), QImage::Format_RGB32);
+        for (int t = 0; t < T_; ++t) {
+            QRgb* line = reinterpret_cast<QRgb*>(img.scanLine(t));
+            const float* row = probs_.data() + (size_t(h) * T_ + t) * S_;
+            for (int s = 0; s < S_; ++s) line[s] = sequentialColor(row[s]);
+        }
+        images_.push_back(std::move(img));
+    }
+    update();
+}
+
+QRect HeadGrid::cellRect(int head) const {
+    const int cols = std::max(1, int(std::ceil(std::sqrt(double(heads_) * width() / std::max(1, height())))));
+    const int rows = std::max(1, (heads_ + cols - 1) / cols);
+    const QFontMetrics fm(font());
+    const int cw = width() / cols, ch = height() / rows;
+    const int side = std::max(4, std::min(cw, ch - fm.height()) - 6);
+    const int c = head % cols, r = head / cols;
+    return QRect(c * cw + (cw - side) / 2, r * ch + fm.height(), side, side);
+}
+
+int HeadGrid::headAt(QPoint p) const {
+    for (int h = 0; h < heads_; ++h)
+        if (cellRect(h).adjusted(-3, -3, 3, 3).contains(p)) return h;
+    return -1;
+}
+
+void HeadGrid::paintEvent(QPaintEvent*) {
+    QPainter g(this);
+    g.fillRect(rect(), palette().base());
+    if (heads_ == 0) {
+        g.setPen(palette().color(QPalette::PlaceholderText));
+        g.drawText(rect().adjusted(8, 8, -8, -8), Qt::AlignCenter | Qt::TextWordWrap, message_);
+        return;
+    }
+    const QFontMetrics fm(font());
+    for (int h = 0; h < heads_; ++h) {
+        const QRect r = cellRect(h);
+        g.drawImage(r, images_[size_t(h)]);
+        g.setPen(h == selected_ ? QPen(QColor(0xe0, 0x1b, 0x24), 2) : QPen(palette().color(QPalette::Mid), 1));
+        g.setBrush(Qt::NoBrush);
+        g.drawRect(r.adjusted(-1, -1, 0, 0));
+        g.setPen(palette().color(QPalette::Text));
+        g.drawText(QRect(r.left(), r.top() - fm.height(), r.width(), fm.height()), Qt::AlignLeft | Qt::AlignBottom,
+                   fm.elidedText(tr("h%1 \u00b7 kv %2").arg(h).arg(h / kvGroup_), Qt::ElideRight, r.width()));
+        if (h == selected_ && position_ >= 0 && position_ < T_) {
+            const double y = r.top() + (position_ + 0.5) * double(r.height()) / T_;
+            g.setPen(QPen(QColor(0xe0, 0x1b, 0x24, 160), 1));
+            g.drawLine(QPointF(r.left() - 4, y), QPointF(r.left() - 1, y));
+        }
+    }
+}
+
+void HeadGrid::mouseMoveEvent(QMouseEvent* e) {
+    const QPoint p = e->position().toPoint();
+    const int h = headAt(p);
+    if (h < 0) return;
+    const QRect r = cellRect(h);
+    const int t = std::clamp(int((p.y() - r.top()) * double(T_) / r.height()), 0, T_ - 1);
+    const int s = std::clamp(int((p.x() - r.left()) * double(S_) / r.width()), 0, S_ - 1);
+    emit hoverChanged(tr("head %1 (kv head %2) \u00b7 query %3 \u2018%4\u2019 \u2192 key %5 \u2018%6\u2019 \u00b7 p = %7")
+                          .arg(h)
+                          .arg(h / kvGroup_)
+                          .arg(t)
+                          .arg(tokens_.value(t))
+                          .arg(s)
+                          .arg(tokens_.value(s), formatValue(probs_[(size_t(h) * T_ + t) * S_ + s])));
+}
+
+void HeadGrid::mousePressEvent(QMouseEvent* e) {
+    const int h = headAt(e->position().toPoint());
+    if (h >= 0) emit headClicked(h);
+}
+
+}  // namespace strata::ui

@@ -1,0 +1,66 @@
+#pragma once
+// Attention probabilities of the selected layer (layers.N.attention.probs): a grid of every head's T x T
+// pattern (query rows, key columns, causal so the upper triangle is empty), and the selected head large with
+// the tokens on both axes. Click a head in the grid to select it; click a row to select that query position.
+#include <vector>
+
+#include "views/view_page.hpp"
+
+class QSpinBox;
+
+namespace strata::ui {
+
+class HeatmapWidget;
+class HeadGrid;
+
+class AttentionView : public ViewPage {
+    Q_OBJECT
+public:
+    AttentionView(ExplorerState* state, EngineClient* client, QWidget* parent = nullptr);
+    QString cardId() const override { return QStringLiteral("attention_probs"); }
+    TensorExport tensorExport() const override;
+    bool hasContent() const override;
+    void setHead(int head);
+    int head() const { return head_; }
+    HeatmapWidget* headMap() const { return map_; }
+    HeadGrid* grid() const { return grid_; }
+
+private:
+    void refresh();
+    HeadGrid* grid_;
+    HeatmapWidget* map_;
+    QSpinBox* headBox_;
+    int head_ = 0;
+};
+
+class HeadGrid : public QWidget {
+    Q_OBJECT
+public:
+    explicit HeadGrid(QWidget* parent = nullptr);
+    // probs: [heads * T, S] head-major (as traced); kvGroup: query heads per kv head (for labels).
+    void setData(const float* probs, int heads, int T, int S, int kvGroup, QStringList tokens);
+    void clear(const QString& message);
+    void setSelected(int head, int position);
+    int heads() const { return heads_; }
+    QSize sizeHint() const override { return {420, 420}; }
+signals:
+    void headClicked(int head);
+    void hoverChanged(const QString& text);
+protected:
+    void paintEvent(QPaintEvent*) override;
+    void mouseMoveEvent(QMouseEvent*) override;
+    void mousePressEvent(QMouseEvent*) override;
+    void resizeEvent(QResizeEvent*) override;
+private:
+    QRect cellRect(int head) const;
+    int headAt(QPoint p) const;
+    void rebuild();
+    std::vector<float> probs_;
+    int heads_ = 0, T_ = 0, S_ = 0, kvGroup_ = 1, cols_ = 1;
+    int selected_ = 0, position_ = -1;
+    QStringList tokens_;
+    QString message_;
+    std::vector<QImage> images_;
+};
+
+}  // namespace strata::ui

@@ -1,0 +1,61 @@
+#pragma once
+// Computations the explorer adds on top of the forward pass, run on the worker thread: the logit lens, nearest
+// tokens in embedding space, reduced previews of weight matrices, per-position logit statistics.
+// Plain C++ over the engine's types (no Qt), so tests can check them against direct formulas.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "strata/tensor.hpp"
+
+namespace strata::ui::analysis {
+
+// Runs fn(begin, end) over [0, n) split across the hardware threads (at least `grain` items per chunk).
+void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+// y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * gain          x, y: [rows, cols]; gain: [cols]
+std::vector<float> rmsnorm_rows(std::span<const float> x, int64_t rows, std::span<const float> gain, float eps);
+
+// For each row of x [rows, dim], the argmax over the vocabulary of w @ x[r] (w: [vocab, dim]) and that token's
+// softmax probability. One pass over w (each weight row is widened once and used for every x row).
+struct TopTokens {
+    std::vector<int32_t> id;    // [rows]
+    std::vector<float> logit;   // [rows]
+    std::vector<float> prob;    // [rows]
+};
+TopTokens top_token_per_row(const TensorView& w, std::span<const float> x, int64_t rows,
+                            const std::atomic<bool>* cancel = nullptr);
+
+// ||w[v, :]|| for every row of w (the embedding table: computed once per model).
+std::vector<float> row_norms(const TensorView& w, const std::atomic<bool>* cancel = nullptr);
+
+// The k rows of w most similar to `query` by cosine (norms from row_norms), descending, ties by lower id.
+std::vector<std::pair<int32_t, float>> nearest_rows(const TensorView& w, std::span<const float> norms,
+                                                    std::span<const float> query, int k,
+                                                    const std::atomic<bool>* cancel = nullptr);
+
+// A matrix reduced to at most max_rows x max_cols cells; each cell keeps the signed value of largest magnitude
+// among the elements of its bucket, so outliers stay visible after reduction.
+struct Reduced {
+    int64_t rows = 0, cols = 0;          // the reduced shape
+    int64_t row_step = 1, col_step = 1;  // bucket size in the full matrix
+    std::vector<float> data;             // [rows, cols]
+};
+Reduced reduce_max_abs(const TensorView& w, int64_t max_rows, int64_t max_cols,
+                       const std::atomic<bool>* cancel = nullptr);
+Reduced reduce_max_abs(std::span<const float> x, int64_t rows, int64_t cols, int64_t max_rows, int64_t max_cols);
+
+// log(sum(exp(logits))) and the entropy (nats) of softmax(logits).
+struct LogitStats {
+    double log_sum_exp = 0.0;
+    double entropy = 0.0;
+};
+LogitStats logit_stats(std::span<const float> logits);
+
+// The value below which fraction q of |x| lies (q in [0, 1]); 0 for empty input. Samples large inputs.
+float abs_quantile(std::span<const float> x, double q);
+
+}  // namespace strata::ui::analysis

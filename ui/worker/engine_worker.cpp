@@ -1,0 +1,371 @@
+#include "worker/engine_worker.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <mutex>
+
+#include <QCoreApplication>
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFileInfo>
+#include <QStandardPaths>
+
+#include "strata/backend.hpp"
+#include "strata/demo.hpp"
+#include "strata/error.hpp"
+#include "strata/model.hpp"
+#include "strata/npy.hpp"
+#include "strata/transformer.hpp"
+#include "chat/chat_engine.hpp"
+#include "worker/analysis.hpp"
+#include "worker/token_text.hpp"
+
+namespace strata::ui {
+
+namespace {
+std::filesystem::path fsPath(const QString& p) { return std::filesystem::path(p.toStdString()); }
+QString q(const std::string& s) { return QString::fromStdString(s); }
+QString q(std::string_view s) { return QString::fromUtf8(s.data(), qsizetype(s.size())); }
+}  // namespace
+
+uint64_t WeightInfo::numel() const {
+    uint64_t n = shape.empty() ? 0 : 1;
+    for (int64_t d : shape) n *= uint64_t(d);
+    return n;
+}
+
+void registerWorkerTypes() {
+    qRegisterMetaType<ModelSummaryPtr>();
+    qRegisterMetaType<LoadStatus>();
+    qRegisterMetaType<RunResultPtr>();
+    qRegisterMetaType<LensResultPtr>();
+    qRegisterMetaType<NearestResultPtr>();
+    qRegisterMetaType<WeightPreviewPtr>();
+}
+
+EngineWorker::EngineWorker() = default;
+
+EngineWorker::~EngineWorker() {
+    // The transformer and backend refer to the model: release them first.
+    chat_.reset();
+    transformer_.reset();
+    backend_.reset();
+    model_.reset();
+}
+
+void EngineWorker::cancelUpTo(qint64 id) {
+    qint64 cur = cancelledUpTo_.load();
+    while (id > cur && !cancelledUpTo_.compare_exchange_weak(cur, id)) {
+    }
+    abort_.store(true);
+}
+
+void EngineWorker::beginTask(qint64 id) {
+    // A cancel that arrived before this task started still applies to it.
+    abort_.store(id <= cancelledUpTo_.load());
+}
+
+QString EngineWorker::cacheDir() {
+    const QByteArray env = qgetenv("STRATA_CACHE_DIR");
+    if (!env.isEmpty()) return QString::fromLocal8Bit(env);
+    return QDir::homePath() + "/.cache/strata";
+}
+
+QString EngineWorker::demoDir() { return cacheDir() + "/demo"; }
+
+QString EngineWorker::cachedTokenizer() { return cacheDir() + "/tokenizer/tokenizer.json"; }
+
+void EngineWorker::openModel(qint64 id, const QString& path, const QString& backend) {
+    beginTask(id);
+    load(id, path, backend);
+}
+
+void EngineWorker::openDemo(qint64 id, const QString& backend) {
+    beginTask(id);
+    const QString dir = demoDir();
+    if (!QFileInfo::exists(dir + "/config.json")) {
+        const QString tokenizer = cachedTokenizer();
+        const QString what = tr("writing the demonstration model to %1").arg(dir);
+        if (!QFileInfo::exists(tokenizer)) {
+            emit failed(id, what,
+                        tr("the Llama 3 tokenizer is not cached at %1 (scripts/setup downloads it)").arg(tokenizer));
+            return;
+        }
+        emit loadProgress(id, LoadStatus{tr("writing the demonstration model"), 0, 0, 0, 0});
+        try {
+            // Written next to its final place and renamed, so a half-written folder is never opened.
+            const QString tmp = dir + ".tmp-" + QString::number(QCoreApplication::applicationPid());
+            QDir(tmp).removeRecursively();
+            QDir().mkpath(tmp);
+            make_demo_model(fsPath(tmp), fsPath(tokenizer));
+            if (!QDir().rename(tmp, dir) && !QFileInfo::exists(dir + "/config.json")) {
+                emit failed(id, what, tr("cannot rename %1 to %2").arg(tmp, dir));
+                return;
+            }
+            QDir(tmp).removeRecursively();
+        } catch (const std::exception& e) {
+            emit failed(id, what, QString::fromUtf8(e.what()));
+            return;
+        }
+    }
+    load(id, dir, backend);
+}
+
+void EngineWorker::load(qint64 id, const QString& path, const QString& backendName) {
+    const QString what = tr("opening %1").arg(path);
+    try {
+        std::mutex progressMutex;  // the loaders may report from their own threads
+        QElapsedTimer throttle;
+        throttle.start();
+        LoadStatus status;
+        status.phase = tr("reading the checkpoint");
+        LoadProgress progress;
+        progress.cancel = &abort_;
+        progress.on_progress = [&](uint64_t bytes, uint64_t total, int64_t tensors, int64_t tensorsTotal) {
+            std::lock_guard<std::mutex> lock(progressMutex);
+            status.bytesDone = bytes;
+            status.bytesTotal = total;
+            status.tensorsDone = tensors;
+            status.tensorsTotal = tensorsTotal;
+            if (throttle.elapsed() >= 40 || tensors == tensorsTotal) {
+                throttle.restart();
+                emit loadProgress(id, status);
+            }
+        };
+        emit loadProgress(id, status);
+        std::unique_ptr<Model> model = load_model(fsPath(path), progress);
+
+        BackendOptions options;
+        options.name = backendName.toStdString();
+        QString note;
+        std::unique_ptr<Backend> backend;
+        auto fallBackToCpu = [&](const std::exception& e) {
+            note = tr("%1 is not available (%2); using the CPU").arg(backendName, QString::fromUtf8(e.what()));
+            options.name = "cpu";
+            backend = make_backend(options);
+        };
+        try {
+            backend = make_backend(options);
+        } catch (const Cancelled&) {
+            throw;
+        } catch (const std::exception& e) {
+            if (options.name == "cpu") throw;
+            fallBackToCpu(e);
+        }
+        status.phase = options.name == "vulkan" ? tr("uploading the weights to the GPU") : tr("binding the weights");
+        try {
+            backend->load(*model, progress);
+        } catch (const Cancelled&) {
+            throw;
+        } catch (const DeviceError& e) {
+            if (options.name == "cpu") throw;
+            fallBackToCpu(e);
+            backend->load(*model, progress);
+        }
+        auto transformer = std::make_unique<Transformer>(*model, *backend);
+
+        chat_.reset();
+        transformer_.reset();
+        backend_.reset();
+        model_.reset();
+        model_ = std::move(model);
+        backend_ = std::move(backend);
+        transformer_ = std::move(transformer);
+        backendNote_ = note;
+        embeddingNorms_.clear();
+        emit modelLoaded(id, summarize(*model_, backend_->info(), backendNote_));
+    } catch (const Cancelled&) {
+        emit cancelled(id, what);
+    } catch (const std::exception& e) {
+        emit failed(id, what, QString::fromUtf8(e.what()));
+    }
+}
+
+ModelSummaryPtr EngineWorker::summarize(const Model& m, const BackendInfo& info, const QString& backendNote) {
+    auto s = std::make_shared<ModelSummary>();
+    s->config = m.config;
+    s->path = q(m.path.string());
+    s->name = m.config.name.empty() ? QFileInfo(s->path).fileName() : q(m.config.name);
+    s->format = q(format_name(m.format));
+    if (m.has(names::layer(0, "attention.wq"))) s->dtype = q(dtype_name(m.tensor(names::layer(0, "attention.wq")).dtype));
+    s->backend = q(info.backend);
+    s->device = q(info.device);
+    s->deviceType = q(info.device_type);
+    s->backendNote = backendNote;
+    s->parameters = m.parameter_count();
+    s->parameterGroups = m.parameter_groups();
+    s->fileBytes = m.file_bytes();
+    for (const auto& [name, t] : m.tensors) s->weights[name] = WeightInfo{q(dtype_name(t.dtype)), t.shape};
+    auto keepGain = [&](const std::string& name) {
+        if (m.has(name)) s->gains[name] = m.tensor(name).to_f32();
+    };
+    for (int64_t i = 0; i < m.config.n_layers; ++i) {
+        keepGain(names::layer(i, "attention_norm"));
+        keepGain(names::layer(i, "ffn_norm"));
+    }
+    keepGain("norm");
+    return s;
+}
+
+QString EngineWorker::tokenText(int32_t id) const { return displayToken(model_->tokenizer, id); }
+
+void EngineWorker::run(qint64 id, const QString& prompt, bool logitLens) { runTokens(id, prompt, {}, logitLens); }
+
+// Empty `tokens`: <|begin_of_text|> + the prompt as plain text.
+void EngineWorker::runTokens(qint64 id, const QString& prompt, const std::vector<int32_t>& tokens, bool logitLens) {
+    beginTask(id);
+    const QString what = tr("running the prompt");
+    if (!transformer_) {
+        emit failed(id, what, tr("no model is open"));
+        return;
+    }
+    try {
+        const ModelConfig& c = model_->config;
+        auto r = std::make_shared<RunResult>();
+        r->id = id;
+        r->prompt = prompt;
+        if (tokens.empty()) {
+            r->tokens.push_back(c.bos_id);
+            const std::vector<int32_t> text = model_->tokenizer.encode(prompt.toStdString());
+            r->tokens.insert(r->tokens.end(), text.begin(), text.end());
+        } else {
+            r->tokens = tokens;
+        }
+        const int64_t T = int64_t(r->tokens.size());  // positions
+        const int64_t cap = std::min<int64_t>(c.max_seq_len, 4096);
+        if (T > cap) throw InputError("the prompt has " + std::to_string(T) + " tokens; the explorer takes at most " +
+                                      std::to_string(cap));
+
+        TraceRequest request;
+        request.residuals = true;
+        request.all = true;
+        request.attention_probs = T <= kMaxProbsPositions;
+        request.logits_all_positions = true;
+        request.keep_logits = true;
+        request.top_k = kTopK;
+        KVCache cache(*backend_, c, T);
+        QElapsedTimer timer;
+        timer.start();
+        r->trace = transformer_->prefill(cache, r->tokens, request, &abort_);
+        r->seconds = double(timer.nsecsElapsed()) * 1e-9;
+        r->hasProbs = request.attention_probs;
+
+        if (const TracedTensor* logits = r->trace.find("logits")) {
+            for (int64_t t = 0; t < logits->rows; ++t) {
+                const auto st = analysis::logit_stats(
+                    std::span<const float>(logits->data).subspan(size_t(t * logits->cols), size_t(logits->cols)));
+                r->logSumExp.push_back(st.log_sum_exp);
+                r->entropy.push_back(st.entropy);
+            }
+            // The statistics above are what the views need; keep full rows only while they are small.
+            if (logits->rows * logits->cols > (int64_t(16) << 20)) r->trace.tensors.erase("logits");
+        }
+        for (int32_t tok : r->tokens) r->tokenTexts << tokenText(tok);
+        for (const auto& row : r->trace.top_k)
+            for (const TokenScore& s : row) r->vocabText.emplace(s.id, tokenText(s.id));
+        emit runFinished(r);
+
+        if (!logitLens) return;
+        // Logit lens: x0 and every h.N through the final norm and output, on this thread.
+        auto lens = std::make_shared<LensResult>();
+        lens->runId = id;
+        lens->rows = c.n_layers + 1;
+        lens->positions = T;
+        std::vector<float> x;  // [(n_layers + 1) * T, dim]
+        x.reserve(size_t(lens->rows * T * c.dim));
+        for (int64_t l = 0; l < lens->rows; ++l) {
+            const std::string name = l == 0 ? std::string("x0") : "h." + std::to_string(l - 1);
+            const TracedTensor* h = r->trace.find(name);
+            if (!h) throw ModelError("the trace has no " + name + " for the logit lens");
+            x.insert(x.end(), h->data.begin(), h->data.end());
+        }
+        const std::vector<float> normed =
+            analysis::rmsnorm_rows(x, lens->rows * T, model_->tensor("norm").to_f32(), c.norm_eps);
+        const analysis::TopTokens top =
+            analysis::top_token_per_row(model_->output_weight(), normed, lens->rows * T, &abort_);
+        lens->top = top.id;
+        lens->prob = top.prob;
+        for (int32_t tok : lens->top) lens->vocabText.emplace(tok, tokenText(tok));
+        emit lensFinished(lens);
+    } catch (const Cancelled&) {
+        emit cancelled(id, what);
+    } catch (const std::exception& e) {
+        emit failed(id, what, QString::fromUtf8(e.what()));
+    }
+}
+
+void EngineWorker::nearest(qint64 id, int token, int k) {
+    beginTask(id);
+    const QString what = tr("finding the tokens nearest to %1").arg(token);
+    if (!model_) {
+        emit failed(id, what, tr("no model is open"));
+        return;
+    }
+    try {
+        const TensorView& emb = model_->tensor("tok_embeddings");
+        if (token < 0 || token >= emb.rows()) throw InputError("token id " + std::to_string(token) + " is out of range");
+        if (embeddingNorms_.empty()) embeddingNorms_ = analysis::row_norms(emb, &abort_);
+        auto r = std::make_shared<NearestResult>();
+        r->id = id;
+        r->token = token;
+        r->tokenText = tokenText(token);
+        r->row.resize(size_t(emb.cols()));
+        emb.row_to_f32(token, r->row.data());
+        r->nearest = analysis::nearest_rows(emb, embeddingNorms_, r->row, k, &abort_);
+        for (const auto& [tok, cos] : r->nearest) r->vocabText.emplace(tok, tokenText(tok));
+        emit nearestFinished(r);
+    } catch (const Cancelled&) {
+        emit cancelled(id, what);
+    } catch (const std::exception& e) {
+        emit failed(id, what, QString::fromUtf8(e.what()));
+    }
+}
+
+void EngineWorker::weightPreview(qint64 id, const QString& name, int maxRows, int maxCols) {
+    beginTask(id);
+    const QString what = tr("reading %1").arg(name);
+    if (!model_) {
+        emit failed(id, what, tr("no model is open"));
+        return;
+    }
+    try {
+        const TensorView& w = model_->tensor(name.toStdString());
+        const analysis::Reduced red = analysis::reduce_max_abs(w, maxRows, maxCols, &abort_);
+        auto p = std::make_shared<WeightPreview>();
+        p->id = id;
+        p->name = name;
+        p->dtype = q(dtype_name(w.dtype));
+        p->rows = w.shape.size() < 2 ? 1 : w.rows();
+        p->cols = w.cols();
+        p->outRows = red.rows;
+        p->outCols = red.cols;
+        p->rowStep = red.row_step;
+        p->colStep = red.col_step;
+        p->data = red.data;
+        emit weightPreviewFinished(p);
+    } catch (const Cancelled&) {
+        emit cancelled(id, what);
+    } catch (const std::exception& e) {
+        emit failed(id, what, QString::fromUtf8(e.what()));
+    }
+}
+
+void EngineWorker::exportWeight(qint64 id, const QString& name, const QString& file) {
+    beginTask(id);
+    const QString what = tr("exporting %1").arg(name);
+    if (!model_) {
+        emit failed(id, what, tr("no model is open"));
+        return;
+    }
+    try {
+        const TensorView& w = model_->tensor(name.toStdString());
+        const std::vector<float> data = w.to_f32();
+        write_npy(fsPath(file), data, w.shape);
+        emit weightExported(id, file);
+    } catch (const std::exception& e) {
+        emit failed(id, what, QString::fromUtf8(e.what()));
+    }
+}
+
+}  // namespace strata::ui

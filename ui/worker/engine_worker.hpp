@@ -1,0 +1,104 @@
+#pragma once
+// The engine's home: a worker object that lives on its own QThread (the Qt worker-object pattern) and owns the
+// model, the backend and the transformer. The GUI talks to it only through queued slots and receives value
+// types by signal, so it never waits on the engine. Long tasks poll an abort flag between steps.
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include <QObject>
+#include <QString>
+
+#include "chat/chat_types.hpp"
+#include "worker/worker_types.hpp"
+
+namespace strata {
+class Model;
+class Backend;
+class Transformer;
+struct BackendInfo;
+}  // namespace strata
+
+namespace strata::ui {
+
+class ChatEngine;
+
+class EngineWorker : public QObject {
+    Q_OBJECT
+public:
+    EngineWorker();
+    ~EngineWorker() override;
+
+    // Thread-safe (called from the GUI thread): cancels every task with an id <= id, running or queued.
+    void cancelUpTo(qint64 id);
+
+    // Where the demonstration model lives: $STRATA_CACHE_DIR/demo, else ~/.cache/strata/demo.
+    static QString cacheDir();
+    static QString demoDir();
+    static QString cachedTokenizer();
+
+    // What the window needs to know about a loaded model (also used by the tests).
+    static ModelSummaryPtr summarize(const Model& model, const BackendInfo& backend, const QString& backendNote);
+
+    // Prompts longer than this keep no attention probabilities (they are T x T per head).
+    static constexpr int64_t kMaxProbsPositions = 256;
+    static constexpr int64_t kTopK = 20;
+
+public slots:
+    // Loads a folder or .gguf on the named backend ("cpu" / "vulkan"; a failing vulkan falls back to cpu).
+    void openModel(qint64 id, const QString& path, const QString& backend);
+    // Opens the demonstration model, writing it first (from the cached tokenizer) when it is missing.
+    void openDemo(qint64 id, const QString& backend);
+    // Prefills <|begin_of_text|> + the prompt, keeping the whole trace; then, when asked, the logit lens.
+    void run(qint64 id, const QString& prompt, bool logitLens);
+    // The row of tok_embeddings of `token` and its k nearest tokens by cosine.
+    void nearest(qint64 id, int token, int k);
+    // A weight reduced for display (at most maxRows x maxCols cells).
+    void weightPreview(qint64 id, const QString& name, int maxRows, int maxCols);
+    // Writes a whole weight as float32 .npy.
+    void exportWeight(qint64 id, const QString& name, const QString& file);
+    // As run(), over exactly these tokens (a conversation with its template); `label` becomes the result's prompt.
+    void runTokens(qint64 id, const QString& label, const std::vector<int32_t>& tokens, bool logitLens);
+    // Chat and logits explorer (defined in ui/chat/worker_chat.cpp): one reply, streamed token by token, reusing
+    // the KV cache where the conversation is unchanged; stopped by request->stop, not by cancelUpTo.
+    void chatGenerate(qint64 id, const strata::ui::ChatRequestPtr& request);
+    // The logits of a run's position and, with `lens`, every block's residual there through norm and output.
+    void positionLogits(qint64 id, const strata::ui::RunResultPtr& run, int position, bool lens);
+
+signals:
+    void loadProgress(qint64 id, const strata::ui::LoadStatus& status);
+    void modelLoaded(qint64 id, const strata::ui::ModelSummaryPtr& summary);
+    void runFinished(const strata::ui::RunResultPtr& result);
+    void lensFinished(const strata::ui::LensResultPtr& result);
+    void nearestFinished(const strata::ui::NearestResultPtr& result);
+    void weightPreviewFinished(const strata::ui::WeightPreviewPtr& preview);
+    void weightExported(qint64 id, const QString& file);
+    // A task stopped because it was cancelled (not an error).
+    void cancelled(qint64 id, const QString& what);
+    // A task failed: what was being done, and the engine's message.
+    void failed(qint64 id, const QString& what, const QString& message);
+    // Chat: the prompt is in the cache, each token, the end (always sent, with the error when it failed).
+    void chatStarted(qint64 id, const strata::ui::ChatStartPtr& start);
+    void chatToken(qint64 id, const strata::ui::ChatTokenPtr& token);
+    void chatFinished(qint64 id, const strata::ui::ChatOutcomePtr& outcome);
+    void positionLogitsFinished(const strata::ui::PositionLogitsPtr& result);
+
+private:
+    void beginTask(qint64 id);
+    void load(qint64 id, const QString& path, const QString& backend);
+    QString tokenText(int32_t id) const;
+    ChatEngine& chatEngine();  // made on first use for the loaded model
+
+    std::atomic<bool> abort_{false};
+    std::atomic<qint64> cancelledUpTo_{0};
+
+    // Destroyed in reverse order: transformer, backend, model.
+    std::unique_ptr<Model> model_;
+    std::unique_ptr<Backend> backend_;
+    std::unique_ptr<Transformer> transformer_;
+    std::unique_ptr<ChatEngine> chat_;  // refers to model_ and backend_: released before them
+    QString backendNote_;
+    std::vector<float> embeddingNorms_;  // [vocab], computed on first use
+};
+
+}  // namespace strata::ui
