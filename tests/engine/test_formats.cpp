@@ -13,9 +13,12 @@
 #include "catch.hpp"
 #include "support.hpp"
 
+#include "strata/backend.hpp"
 #include "strata/error.hpp"
 #include "strata/gguf.hpp"
 #include "strata/model.hpp"
+#include "strata/npy.hpp"
+#include "strata/transformer.hpp"
 #include "strata/writers.hpp"
 
 namespace fs = std::filesystem;
@@ -264,4 +267,34 @@ TEST_CASE("tokenizers from tokenizer.json, tokenizer.model and GGUF give the ref
 TEST_CASE("load_model detects the written formats", "[formats]") {
     CHECK(load_model(gguf_path())->format == CheckpointFormat::GGUF);
     CHECK(load_model(meta_dir())->format == CheckpointFormat::Meta);
+}
+
+TEST_CASE("the three formats run to the same logits on the CPU backend (long prompt, scaled RoPE)", "[formats]") {
+    // The long prompt (614 tokens) is where Llama 3.1 scaling matters: GGUF's rope_freqs factors must give what
+    // apply_scaling gives. Tensors are bit-identical, so the formats may differ only by the factors' float rounding.
+    const auto tokens = test::expected()["prompts"]["long"]["tokens"].get<std::vector<int32_t>>();
+    auto last_logits = [&](const Model& m) {
+        auto backend = make_backend(BackendOptions{});
+        backend->load(m);
+        Transformer t(m, *backend);
+        KVCache cache(*backend, m.config, static_cast<int64_t>(tokens.size()));
+        TraceRequest req;
+        req.top_k = 0;
+        return t.prefill(cache, tokens, req).last_logits;
+    };
+    const auto hf = last_logits(hf_model());
+    const auto g = last_logits(*load_gguf(gguf_path(), {}));
+    const auto m = last_logits(*load_meta(meta_dir(), {}));
+    const double gguf_vs_hf = test::rel_l2(g, hf), meta_vs_hf = test::rel_l2(m, hf);
+    INFO("gguf vs hf " << gguf_vs_hf << ", meta vs hf " << meta_vs_hf);
+    CHECK(meta_vs_hf == 0.0);  // same bytes, same config: the same computation
+    CHECK(gguf_vs_hf < 1e-5);
+    // Both against the independent reference's last row, within its tolerance.
+    const NpyArray ref = read_npy(test::reference_dir() / "long" / "logits_tail.npy");
+    const int64_t vocab = ref.shape.back();
+    const std::vector<float> ref_last(ref.data.end() - vocab, ref.data.end());
+    const auto rows = test::expected()["prompts"]["long"]["logits_rows"];
+    REQUIRE(rows.back().get<size_t>() == tokens.size() - 1);
+    CHECK(test::rel_l2(g, ref_last) < 5e-3);
+    CHECK(test::rel_l2(m, ref_last) < 5e-3);
 }
