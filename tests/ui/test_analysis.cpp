@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "catch.hpp"
+#include "strata/backend.hpp"
 #include "strata/model.hpp"
 #include "support.hpp"
 #include "worker/analysis.hpp"
@@ -95,4 +96,25 @@ TEST_CASE("tokens are displayed with visible whitespace and raw bytes", "[ui][an
     CHECK(displayBytes("a\nb") == QString::fromUtf8("a\u21b5b"));
     CHECK(displayBytes("\xe2\x82") == QStringLiteral("<0xE2><0x82>"));
     CHECK(displayBytes("\xc3\xa9t\xc3\xa9") == QString::fromUtf8("\u00e9t\u00e9"));
+}
+
+TEST_CASE("the logit lens on the backend matches the host computation", "[ui][analysis]") {
+    const auto model = load_model(test::golden_hf_dir());
+    auto backend = make_backend(BackendOptions{});
+    backend->load(*model);
+    const ModelConfig& c = model->config;
+    const TensorView& emb = model->tensor("tok_embeddings");
+    const int64_t rows = 5;
+    std::vector<float> x(size_t(rows * c.dim));  // [rows, dim]
+    for (int64_t r = 0; r < rows; ++r) emb.row_to_f32(17 * r + 3, x.data() + r * c.dim);
+    for (size_t i = 0; i < x.size(); ++i) x[i] *= 1.0f + 0.01f * float(i % 7);
+
+    const std::vector<float> normed = analysis::rmsnorm_rows(x, rows, model->tensor("norm").to_f32(), c.norm_eps);
+    const auto host = analysis::top_token_per_row(model->output_weight(), normed, rows);
+    const auto dev = analysis::top_token_on_backend(*backend, model->tensor("norm"), c.norm_eps, model->output_weight(), x, rows);
+    REQUIRE(dev.id.size() == size_t(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+        CHECK(dev.id[size_t(r)] == host.id[size_t(r)]);
+        CHECK(dev.prob[size_t(r)] == Approx(host.prob[size_t(r)]).epsilon(1e-3));
+    }
 }

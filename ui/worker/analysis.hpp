@@ -11,6 +11,10 @@
 
 #include "strata/tensor.hpp"
 
+namespace strata {
+class Backend;
+}
+
 namespace strata::ui::analysis {
 
 // Runs fn(begin, end) over [0, n) split across the hardware threads (at least `grain` items per chunk).
@@ -28,6 +32,11 @@ struct TopTokens {
 };
 TopTokens top_token_per_row(const TensorView& w, std::span<const float> x, int64_t rows,
                             const std::atomic<bool>* cancel = nullptr);
+
+// The same through the backend's own ops (rmsnorm with `norm`, then matmul with `output`), in chunks of rows:
+// x holds raw residual rows [rows, dim]. Throws UnsupportedError when the backend cannot take host data.
+TopTokens top_token_on_backend(Backend& backend, const TensorView& norm, float eps, const TensorView& output,
+                               std::span<const float> x, int64_t rows, const std::atomic<bool>* cancel = nullptr);
 
 // ||w[v, :]|| for every row of w (the embedding table: computed once per model).
 std::vector<float> row_norms(const TensorView& w, const std::atomic<bool>* cancel = nullptr);

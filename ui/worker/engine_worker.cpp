@@ -267,7 +267,7 @@ void EngineWorker::runTokens(qint64 id, const QString& prompt, const std::vector
         emit runFinished(r);
 
         if (!logitLens) return;
-        // Logit lens: x0 and every h.N through the final norm and output, on this thread.
+        // Logit lens: x0 and every h.N through the final norm and output, after the run is shown.
         auto lens = std::make_shared<LensResult>();
         lens->runId = id;
         lens->rows = c.n_layers + 1;
@@ -280,10 +280,16 @@ void EngineWorker::runTokens(qint64 id, const QString& prompt, const std::vector
             if (!h) throw ModelError("the trace has no " + name + " for the logit lens");
             x.insert(x.end(), h->data.begin(), h->data.end());
         }
-        const std::vector<float> normed =
-            analysis::rmsnorm_rows(x, lens->rows * T, model_->tensor("norm").to_f32(), c.norm_eps);
-        const analysis::TopTokens top =
-            analysis::top_token_per_row(model_->output_weight(), normed, lens->rows * T, &abort_);
+        analysis::TopTokens top;
+        try {
+            // On the backend: the same rmsnorm and matmul kernels as the forward pass (the GPU with Vulkan).
+            top = analysis::top_token_on_backend(*backend_, model_->tensor("norm"), c.norm_eps, model_->output_weight(), x,
+                                                 lens->rows * T, &abort_);
+        } catch (const UnsupportedError&) {
+            const std::vector<float> normed =
+                analysis::rmsnorm_rows(x, lens->rows * T, model_->tensor("norm").to_f32(), c.norm_eps);
+            top = analysis::top_token_per_row(model_->output_weight(), normed, lens->rows * T, &abort_);
+        }
         lens->top = top.id;
         lens->prob = top.prob;
         for (int32_t tok : lens->top) lens->vocabText.emplace(tok, tokenText(tok));
