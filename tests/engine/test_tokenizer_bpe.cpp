@@ -51,7 +51,7 @@ TEST_CASE("BPE merges match the plain rule on long single pieces", "[tokenizer]"
             chars.push_back(alpha.substr(i, n));
             i += n;
         }
-        for (size_t len : {5u, 40u, 95u, 96u, 97u, 300u, 2000u}) {
+        for (size_t len : {5u, 40u, 127u, 128u, 129u, 300u, 2000u}) {
             std::string s;
             for (size_t i = 0; i < len; ++i) s += chars[rng() % chars.size()];
             INFO(alpha << " length " << len << ": " << s.substr(0, 80));
@@ -59,7 +59,7 @@ TEST_CASE("BPE merges match the plain rule on long single pieces", "[tokenizer]"
         }
     }
     // Runs of one character: the case where every pair ties.
-    for (size_t len : {2u, 17u, 96u, 500u, 3001u}) {
+    for (size_t len : {2u, 17u, 128u, 500u, 3001u}) {
         for (const char* c : {"a", " ", "\xE4\xBD\xA0"}) {
             std::string s;
             for (size_t i = 0; i < len; ++i) s += c;

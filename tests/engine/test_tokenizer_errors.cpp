@@ -65,9 +65,10 @@ TEST_CASE("tokenizer.json that is truncated or not a tokenizer", "[tokenizer]") 
     check("wordpiece.json", R"({"model":{"type":"WordPiece","vocab":{"a":0}}})", "expected \"BPE\"");
     check("novocab.json", R"({"model":{"type":"BPE"}})", "model.vocab");
     check("badid.json", R"({"model":{"type":"BPE","vocab":{"a":-3}}})", "expected an id");
+    check("farid.json", R"({"model":{"type":"BPE","vocab":{"a":0,"b":1999999999}}})", "expected an id in 0..1 (the file has 2 tokens)");
     check("notgpt2.json", R"({"model":{"type":"BPE","vocab":{"▁the":0}}})", "GPT-2 byte-to-unicode");
     check("fewbytes.json", R"({"model":{"type":"BPE","vocab":{"a":0,"b":1}}})", "all 256 single bytes");
-    check("hole.json", R"({"model":{"type":"BPE","vocab":{"a":0,"b":2}}})", "token id 1 has neither");
+    check("hole.json", R"({"model":{"type":"BPE","vocab":{"a":0,"b":2}}})", "expected an id in 0..1");
     check("otherregex.json", R"({"pre_tokenizer":{"type":"Split","pattern":{"Regex":"\\s+"}},"model":{"type":"BPE","vocab":{"a":0}}})",
           "expected Llama 3's pattern");
     check("badadded.json", R"({"model":{"type":"BPE","vocab":{"a":0}},"added_tokens":[{"id":"x","content":"<s>"}]})",
@@ -86,9 +87,9 @@ TEST_CASE("tokenizer.model lines that are wrong", "[tokenizer]") {
     CHECK(contains(m, "t.model:257:"));
     CHECK(contains(m, "rank \"abc\""));
     m = tiktoken_error(good + "aGk= -5\n");
-    CHECK(contains(m, "not an integer"));
+    CHECK(contains(m, "not a non-negative integer"));
     m = tiktoken_error(good + "aGk= 99999999999999999999\n");
-    CHECK(contains(m, "not an integer"));
+    CHECK(contains(m, "not a non-negative integer"));
     m = tiktoken_error(good + "a@k= 256\n");
     CHECK(contains(m, "t.model:257:"));
     CHECK(contains(m, "not valid base64"));
@@ -100,8 +101,10 @@ TEST_CASE("tokenizer.model lines that are wrong", "[tokenizer]") {
     CHECK(contains(m, "rank 17 is already used on line 18"));
     m = tiktoken_error(good + "YQ== 256\n");  // "a" again
     CHECK(contains(m, "already have rank 97"));
-    m = tiktoken_error(good + "aGk= 300\n");
-    CHECK(contains(m, "rank 256 is missing"));
+    m = tiktoken_error(good + "aGk= 300\n");  // 257 lines cannot reach rank 300: a gap somewhere
+    CHECK(contains(m, "rank 300 is out of range: 257 lines give ranks 0..256"));
+    m = tiktoken_error(good + "aGk= 2000000000\n");  // refused before anything is allocated for it
+    CHECK(contains(m, "out of range"));
     m = tiktoken_error(good + "aGk=\n");
     CHECK(contains(m, "expected \"BASE64 RANK\""));
     m = tiktoken_error("");

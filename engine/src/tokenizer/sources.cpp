@@ -116,12 +116,17 @@ Tokenizer Tokenizer::from_hf_json_text(std::string_view text, const std::string&
     if (vocab == model->end() || !vocab->is_object() || vocab->empty())
         throw TokenizerError(where + ": model.vocab is missing or not a non-empty object");
 
-    constexpr int64_t kMaxId = int64_t{1} << 24;  // far above any Llama vocabulary, far below a bad allocation
+    // Ids must run 0..N-1 over the N tokens given (from_ranks rejects holes); refusing a larger id here also
+    // keeps a lying file from making us allocate for it.
+    const auto added_it = j.find("added_tokens");
+    const int64_t max_id = static_cast<int64_t>(vocab->size()) +
+                           (added_it != j.end() && added_it->is_array() ? static_cast<int64_t>(added_it->size()) : 0);
     std::vector<std::string> bytes;
     for (const auto& [token, idj] : vocab->items()) {
-        if (!idj.is_number_integer() || idj.get<int64_t>() < 0 || idj.get<int64_t>() >= kMaxId)
+        if (!idj.is_number_integer() || idj.get<int64_t>() < 0 || idj.get<int64_t>() >= max_id)
             throw TokenizerError(where + ": model.vocab[\"" + shorten(token) + "\"] is " + shorten(idj.dump()) +
-                                 ", expected an id in 0.." + std::to_string(kMaxId - 1));
+                                 ", expected an id in 0.." + std::to_string(max_id - 1) + " (the file has " +
+                                 std::to_string(max_id) + " tokens)");
         const auto id = static_cast<size_t>(idj.get<int64_t>());
         auto b = gpt2_unicode_to_bytes(token);
         if (!b || b->empty())
@@ -141,7 +146,7 @@ Tokenizer Tokenizer::from_hf_json_text(std::string_view text, const std::string&
             auto id = a.is_object() ? a.find("id") : a.end();
             auto content = a.is_object() ? a.find("content") : a.end();
             if (!a.is_object() || id == a.end() || content == a.end() || !id->is_number_integer() ||
-                !content->is_string() || id->get<int64_t>() < 0 || id->get<int64_t>() >= kMaxId)
+                !content->is_string() || id->get<int64_t>() < 0 || id->get<int64_t>() >= max_id)
                 throw TokenizerError(where + ": added_tokens[" + std::to_string(i) +
                                      "] needs an integer \"id\" in range and a string \"content\", found " + shorten(a.dump(), 120));
             specials.emplace_back(content->get<std::string>(), static_cast<int32_t>(id->get<int64_t>()));
@@ -184,7 +189,15 @@ Tokenizer Tokenizer::from_tiktoken(const fs::path& file, MetaSpecials names) {
 }
 
 Tokenizer Tokenizer::from_tiktoken_text(std::string_view text, const std::string& origin, MetaSpecials names) {
-    constexpr int64_t kMaxRank = int64_t{1} << 24;
+    // Ranks must run 0..N-1 over the N lines (gaps are refused below); knowing N first keeps a lying rank from
+    // making us allocate for it.
+    int64_t max_rank = 0;
+    for (size_t p = 0; p < text.size();) {
+        size_t nl = text.find('\n', p);
+        size_t end = nl == std::string_view::npos ? text.size() : nl;
+        if (end > p && !(end == p + 1 && text[p] == '\r')) ++max_rank;
+        p = end + 1;
+    }
     std::vector<std::string> bytes;
     std::vector<int64_t> line_of;  // by rank, for "already used on line N"
     tokenizer_detail::RankMap seen;
@@ -204,9 +217,10 @@ Tokenizer Tokenizer::from_tiktoken_text(std::string_view text, const std::string
         auto b = base64_decode(line.substr(0, sp));
         if (!b || b->empty()) throw TokenizerError(at + "\"" + shorten(line.substr(0, sp)) + "\" is not valid base64 of a token");
         auto rank = parse_rank(line.substr(sp + 1));
-        if (!rank || *rank >= kMaxRank)
-            throw TokenizerError(at + "rank \"" + shorten(line.substr(sp + 1)) + "\" is not an integer in 0.." +
-                                 std::to_string(kMaxRank - 1));
+        if (!rank) throw TokenizerError(at + "rank \"" + shorten(line.substr(sp + 1)) + "\" is not a non-negative integer");
+        if (*rank >= max_rank)
+            throw TokenizerError(at + "rank " + std::to_string(*rank) + " is out of range: " + std::to_string(max_rank) +
+                                 " lines give ranks 0.." + std::to_string(max_rank - 1));
         const auto r = static_cast<size_t>(*rank);
         if (r >= bytes.size()) {
             bytes.resize(r + 1);
