@@ -1,12 +1,14 @@
 #version 450
-// Decode: out[r] = dot(w[r, :], x), one token. Weights dominate the bytes read, so this kernel is where decode
-// speed comes from: each workgroup owns ROWS output rows, its invocations stride along the rows together
-// (neighbours read neighbouring words: coalesced), every x element loaded is reused for ROWS rows, and with
-// VEC each load is 16 bytes (eight 16-bit or four 32-bit weights). Sums are float32; the workgroup reduces
-// them with subgroupAdd and one shared-memory step.
+// Weight-streaming product for decode and short prompts: out[t, r] = dot(w[r, :], x[t, :]) for NT tokens at a
+// time. Weights dominate the bytes read, so this kernel is where decode speed comes from: each workgroup owns
+// ROWS output rows of NT tokens, its invocations stride along the rows together (neighbours read neighbouring
+// words: coalesced), every weight loaded serves NT tokens and every x element ROWS rows, and with VEC each load
+// is 16 bytes (eight 16-bit or four 32-bit weights). Sums are float32 and reduced with subgroupAdd; only a
+// workgroup of several subgroups needs one shared-memory step (and its barrier).
 #extension GL_GOOGLE_include_directive : require
 layout(constant_id = 0) const uint WG = 128;
 layout(constant_id = 1) const uint ROWS = 2;
+layout(constant_id = 2) const uint NT = 1;
 layout(local_size_x_id = 0) in;
 #include "common.glsl"
 
@@ -21,54 +23,80 @@ layout(std430, binding = 1) readonly restrict buffer X { vec4 x4[]; };
 layout(std430, binding = 1) readonly restrict buffer X { float x[]; };
 #endif
 layout(std430, binding = 2) writeonly restrict buffer O { float o[]; };
-layout(push_constant) uniform Push { uint rows; uint cols; uint x_first; uint o_first; } p;
+layout(push_constant) uniform Push {
+    uint rows; uint cols; uint T; uint x_first; uint o_first; uint o_stride; uint row_groups;
+} p;
 
-shared float partial[ROWS * WG];  // [ROWS][subgroup]; WG slots per row cover any subgroup size
+shared float partial[ROWS * NT * WG];  // [ROWS * NT][subgroup]; WG slots cover any subgroup size
 
 void main() {
-    const uint row0 = group_index() * ROWS;
-    if (row0 >= p.rows) return;  // uniform across the workgroup, before the barrier
+    const uint g = group_index();
+    const uint row0 = (g % p.row_groups) * ROWS, t0 = (g / p.row_groups) * NT;
+    if (t0 >= p.T) return;  // uniform across the workgroup, before the barrier
     const uint tid = gl_LocalInvocationID.x;
-    float acc[ROWS];
-    uint base[ROWS];
-    for (uint r = 0u; r < ROWS; ++r) {
-        acc[r] = 0.0;
-        // Rows past the end re-read the last row (no branch in the loop) and are not written.
-        base[r] = min(row0 + r, p.rows - 1u);
-    }
+    float acc[ROWS * NT];  // [row][token]
+    uint wrow[ROWS], xrow[NT];
+    for (uint r = 0u; r < ROWS; ++r) wrow[r] = min(row0 + r, p.rows - 1u);  // past the end: re-read, not written
+    for (uint t = 0u; t < NT; ++t) xrow[t] = min(t0 + t, p.T - 1u);
+    for (uint i = 0u; i < ROWS * NT; ++i) acc[i] = 0.0;
 #ifdef VEC
 #if defined(WTYPE_F32)
     const uint per_row = p.cols / 4u;  // 16-byte words per row
     const uint xq = p.x_first / 4u;
     for (uint q = tid; q < per_row; q += WG) {
-        const vec4 xv = x4[xq + q];
-        for (uint r = 0u; r < ROWS; ++r) acc[r] += dot(uintBitsToFloat(w4[base[r] * per_row + q]), xv);
+        vec4 w[ROWS];
+        for (uint r = 0u; r < ROWS; ++r) w[r] = uintBitsToFloat(w4[wrow[r] * per_row + q]);
+        for (uint t = 0u; t < NT; ++t) {
+            const vec4 xv = x4[xq + xrow[t] * per_row + q];
+            for (uint r = 0u; r < ROWS; ++r) acc[r * NT + t] += dot(w[r], xv);
+        }
     }
 #else
     const uint per_row = p.cols / 8u;
     const uint xq = p.x_first / 4u;
     for (uint q = tid; q < per_row; q += WG) {
-        const vec4 xa = x4[xq + 2u * q], xb = x4[xq + 2u * q + 1u];
+        vec4 wa[ROWS], wb[ROWS];
         for (uint r = 0u; r < ROWS; ++r) {
-            const uvec4 w = w4[base[r] * per_row + q];
-            acc[r] += dot(widen_lo(w), xa) + dot(widen_hi(w), xb);
+            const uvec4 w = w4[wrow[r] * per_row + q];
+            wa[r] = widen_lo(w);
+            wb[r] = widen_hi(w);
+        }
+        for (uint t = 0u; t < NT; ++t) {
+            const uint xi = xq + xrow[t] * 2u * per_row + 2u * q;
+            const vec4 xa = x4[xi], xb = x4[xi + 1u];
+            for (uint r = 0u; r < ROWS; ++r) acc[r * NT + t] += dot(wa[r], xa) + dot(wb[r], xb);
         }
     }
 #endif
 #else
     for (uint i = tid; i < p.cols; i += WG) {
-        const float xi = x[p.x_first + i];
-        for (uint r = 0u; r < ROWS; ++r) acc[r] += weight_at(base[r] * p.cols + i) * xi;
+        float w[ROWS];
+        for (uint r = 0u; r < ROWS; ++r) w[r] = weight_at(wrow[r] * p.cols + i);
+        for (uint t = 0u; t < NT; ++t) {
+            const float xi = x[p.x_first + xrow[t] * p.cols + i];
+            for (uint r = 0u; r < ROWS; ++r) acc[r * NT + t] += w[r] * xi;
+        }
     }
 #endif
-    for (uint r = 0u; r < ROWS; ++r) {
-        const float s = subgroupAdd(acc[r]);
-        if (subgroupElect()) partial[r * WG + gl_SubgroupID] = s;
+    if (gl_NumSubgroups == 1u) {
+        // One subgroup holds the whole workgroup: its sums are complete, no barrier needed.
+        for (uint i = 0u; i < ROWS * NT; ++i) {
+            const float s = subgroupAdd(acc[i]);
+            const uint r = i / NT, t = i % NT;
+            if (subgroupElect() && row0 + r < p.rows && t0 + t < p.T) o[p.o_first + (t0 + t) * p.o_stride + row0 + r] = s;
+        }
+        return;
+    }
+    for (uint i = 0u; i < ROWS * NT; ++i) {
+        const float s = subgroupAdd(acc[i]);
+        if (subgroupElect()) partial[i * WG + gl_SubgroupID] = s;
     }
     barrier();  // every subgroup's partial sums are in shared memory
-    if (tid < ROWS && row0 + tid < p.rows) {
+    for (uint i = tid; i < ROWS * NT; i += WG) {
+        const uint r = i / NT, t = i % NT;
+        if (row0 + r >= p.rows || t0 + t >= p.T) continue;
         float s = 0.0;
-        for (uint i = 0u; i < gl_NumSubgroups; ++i) s += partial[tid * WG + i];
-        o[p.o_first + row0 + tid] = s;
+        for (uint j = 0u; j < gl_NumSubgroups; ++j) s += partial[i * WG + j];
+        o[p.o_first + (t0 + t) * p.o_stride + row0 + r] = s;
     }
 }

@@ -5,9 +5,9 @@
 // larger value first, lower id on ties, NaN after everything. The first pass reads the row (id = index); a
 // MERGE pass reads the (value, id) candidates of the pass before, until one group is left.
 #extension GL_GOOGLE_include_directive : require
-layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint WG = 256;  // a CPU device runs one subgroup per workgroup (no barriers)
+layout(local_size_x_id = 0) in;
 #include "common.glsl"
-#define WG 256u
 #define E 16u
 #ifdef MERGE
 layout(std430, binding = 0) readonly buffer In { uint cand[]; };  // [n][value bits, id]
@@ -70,21 +70,26 @@ void main() {
         const uint sk = subgroupMax(bk);
         const uint si = subgroupMin(bk == sk ? bi : NONE);
         const uint sv = subgroupMax(bk == sk && bi == si ? bv : 0u);
-        if (subgroupElect()) {
-            s_key[gl_SubgroupID] = sk;
-            s_id[gl_SubgroupID] = si;
-            s_val[gl_SubgroupID] = sv;
-        }
-        barrier();  // every subgroup's winner is visible
-        uint wk = s_key[0], wi = s_id[0], wv = s_val[0];
-        for (uint s = 1u; s < gl_NumSubgroups; ++s) {
-            if (s_key[s] > wk || (s_key[s] == wk && s_id[s] < wi)) {
-                wk = s_key[s];
-                wi = s_id[s];
-                wv = s_val[s];
+        uint wk = sk, wi = si, wv = sv;
+        if (gl_NumSubgroups > 1u) {  // uniform: a one-subgroup workgroup needs no shared step
+            if (subgroupElect()) {
+                s_key[gl_SubgroupID] = sk;
+                s_id[gl_SubgroupID] = si;
+                s_val[gl_SubgroupID] = sv;
             }
+            barrier();  // every subgroup's winner is visible
+            wk = s_key[0];
+            wi = s_id[0];
+            wv = s_val[0];
+            for (uint s = 1u; s < gl_NumSubgroups; ++s) {
+                if (s_key[s] > wk || (s_key[s] == wk && s_id[s] < wi)) {
+                    wk = s_key[s];
+                    wi = s_id[s];
+                    wv = s_val[s];
+                }
+            }
+            barrier();  // everyone has read the winners before the next round writes new ones
         }
-        barrier();  // everyone has read the winners before the next round writes new ones
         if (tid == 0u) {
             best[p.out_first + 2u * (g * p.k + r)] = wv;
             best[p.out_first + 2u * (g * p.k + r) + 1u] = wi;  // NONE when fewer than k items exist

@@ -40,6 +40,25 @@ inline std::unique_ptr<Backend> make_cpu() {
     return make_backend(o);
 }
 
+// Sets an environment variable for the life of the object (backends read their tuning when created).
+class ScopedEnv {
+public:
+    ScopedEnv(const char* name, const char* value) : name_(name) {
+        if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+        ::setenv(name, value, 1);
+    }
+    ~ScopedEnv() {
+        if (had_) ::setenv(name_.c_str(), old_.c_str(), 1);
+        else ::unsetenv(name_.c_str());
+    }
+    ScopedEnv(const ScopedEnv&) = delete;
+    ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+private:
+    std::string name_, old_;
+    bool had_ = false;
+};
+
 // Fails the test when the validation layer said anything since the last call (and forgets what it said).
 inline void require_no_validation_messages() {
     const std::vector<std::string> messages = vulkan_validation_messages();

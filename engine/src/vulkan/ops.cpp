@@ -19,7 +19,7 @@ uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 constexpr uint32_t kElementwiseWG = 256;  // local_size_x of add, copy, swiglu, embed, rope
 constexpr uint32_t kNormWG = 256;         // rmsnorm
 constexpr uint32_t kTile = 64;            // matmul.comp's BM and BN
-constexpr uint32_t kTopkItems = 256 * 16; // topk.comp: WG * E items per workgroup
+constexpr uint32_t kTopkPerInvocation = 16;  // topk.comp's E
 constexpr int64_t kTopkMax = 64;          // larger k is ranked on the host from a readback
 constexpr int64_t kMaxHeadDim = 256;      // attention.comp keeps 2 * WG output dims per invocation
 
@@ -37,7 +37,7 @@ struct RmsnormPush {
     float eps;
 };
 struct MatvecPush {
-    uint32_t rows, cols, x_first, o_first;
+    uint32_t rows, cols, T, x_first, o_first, o_stride, row_groups;
 };
 struct MatmulPush {
     uint32_t T, rows, cols, x_first, o_first, o_stride, tiles_n;
@@ -171,17 +171,24 @@ void VulkanBackend::matmul(Buf out, Buf x, const TensorView& w, int64_t T) {
     const DeviceTensor& d = device_tensor(w);
     const int64_t K = d.cols, N = d.rows;  // w: [N, K]; x: [T, K]; out: [T, N]
 
-    if (T == 1) {
-        // Decode. The 16-byte form needs whole 16-byte words per row and x on a 16-byte boundary.
+    if (T <= tuning_.matvec_max_tokens) {
+        // Decode and short prompts: stream the weights once per NT tokens. The 16-byte form needs whole
+        // 16-byte words per row and x on a 16-byte boundary.
+        const uint32_t nt = T == 1 ? 1 : T == 2 ? 2 : T <= 4 ? 4 : 8;
         const int64_t per_word = d.dtype == DType::F32 ? 4 : 8;
         const bool vec = K % per_word == 0 && (x.offset % 4) == 0;
         const std::string variant = vec ? weight_variant("matvec_vec", d.dtype) : weight_variant("matvec", d.dtype);
-        const Kernel& k = kernel({variant, 3, sizeof(MatvecPush), {matvec_.workgroup, matvec_.rows}});
-        const Binding xb = bind(x, 0, K, false, "matmul");
+        const Kernel& k = kernel({variant, 3, sizeof(MatvecPush), {tuning_.matvec_workgroup, tuning_.matvec_rows, nt}});
+        const int64_t per = std::max<int64_t>(1, max_binding_floats() / std::max(K, N));  // tokens per binding
         for (const DeviceTensor::Chunk& c : d.chunks) {
-            const Binding bs[] = {bind_weight(c), xb, bind(out, c.row0, c.rows, true, "matmul")};
-            const MatvecPush push{u32(c.rows), u32(K), xb.first, bs[2].first};
-            dispatch(k, bs, &push, ceil_div(static_cast<uint64_t>(c.rows), matvec_.rows));
+            for (int64_t t0 = 0; t0 < T; t0 += per) {
+                const int64_t tc = std::min(per, T - t0);
+                const Binding bs[] = {bind_weight(c), bind(x, t0 * K, tc * K, false, "matmul"),
+                                      bind(out, t0 * N + c.row0, (tc - 1) * N + c.rows, true, "matmul")};
+                const uint32_t row_groups = u32(ceil_div(static_cast<uint64_t>(c.rows), tuning_.matvec_rows));
+                const MatvecPush push{u32(c.rows), u32(K), u32(tc), bs[1].first, bs[2].first, u32(N), row_groups};
+                dispatch(k, bs, &push, uint64_t(row_groups) * ceil_div(static_cast<uint64_t>(tc), nt));
+            }
         }
         return;
     }
@@ -285,7 +292,7 @@ Readback VulkanBackend::readback(Buf src, int64_t n) {
 
 void VulkanBackend::topk_pass(const Binding& in, bool merge, uint32_t items, uint32_t k, const Binding& out,
                               uint32_t groups) {
-    const Kernel& kern = kernel({merge ? "topk_merge" : "topk", 2, sizeof(TopkPush), {}});
+    const Kernel& kern = kernel({merge ? "topk_merge" : "topk", 2, sizeof(TopkPush), {tuning_.topk_workgroup}});
     const Binding bs[] = {in, out};
     const TopkPush push{items, k, in.first, out.first};
     dispatch(kern, bs, &push, groups);
@@ -310,7 +317,8 @@ Readback VulkanBackend::topk(Buf row, int64_t n, int64_t k) {
     if (k > 0) {
         p.where = reserve(results_, static_cast<uint64_t>(k) * 8, "a top-k page");
         const Binding result = bind_host(results_, p.where, static_cast<uint64_t>(k) * 8, true);
-        uint32_t groups = u32(ceil_div(static_cast<uint64_t>(n), kTopkItems));
+        const uint64_t per_group = uint64_t(tuning_.topk_workgroup) * kTopkPerInvocation;
+        uint32_t groups = u32(ceil_div(static_cast<uint64_t>(n), per_group));
         // Candidates of a pass: groups * k pairs; two halves of scratch, one written while the other is read.
         const int64_t half = static_cast<int64_t>(groups) * k * 2;  // in 32-bit words
         if (topk_scratch_ == kUntracked || slots_[topk_scratch_].floats < 2 * half) {
@@ -340,7 +348,7 @@ Readback VulkanBackend::topk(Buf row, int64_t n, int64_t k) {
             in.write = false;
             merge = true;
             items = groups * u32(k);
-            groups = u32(ceil_div(items, kTopkItems));
+            groups = u32(ceil_div(items, per_group));
             side ^= 1;
         }
     }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 
 #include "strata/error.hpp"
@@ -14,22 +15,35 @@ namespace strata::vk {
 
 namespace {
 
-constexpr uint64_t kHostAlign = 256;  // >= every device's minStorageBufferOffsetAlignment (the spec's maximum)
+constexpr uint64_t kHostAlign = 256;
+constexpr uint32_t kProfiledDispatches = 16384;  // per step; later dispatches go unmeasured  // >= every device's minStorageBufferOffsetAlignment (the spec's maximum)
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 bool contains(const std::vector<uint32_t>& v, uint32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
-// STRATA_VK_MATVEC="WG,ROWS" overrides the decode kernel's shape, so bench can compare shapes on one device.
-MatvecTuning matvec_tuning_from_env() {
-    MatvecTuning t;
+KernelTuning tuning_for(const VulkanDeviceInfo& device) {
+    KernelTuning t;
+    if (device.type == "cpu") {
+        const uint32_t lanes = std::clamp<uint32_t>(device.subgroup_size, 1, 64);
+        t.matvec_workgroup = lanes;
+        t.matvec_rows = 4;
+        t.matvec_max_tokens = INT64_MAX;
+        t.topk_workgroup = lanes;
+    }
+    // STRATA_VK_MATVEC="WG,ROWS" overrides the matvec shape, so bench can compare shapes on one device.
     if (const char* e = std::getenv("STRATA_VK_MATVEC")) {
         unsigned wg = 0, rows = 0;
-        if (std::sscanf(e, "%u,%u", &wg, &rows) == 2 && wg >= 32 && wg <= 1024 && (wg & (wg - 1)) == 0 &&
+        if (std::sscanf(e, "%u,%u", &wg, &rows) == 2 && wg >= 1 && wg <= 1024 && (wg & (wg - 1)) == 0 &&
             rows >= 1 && rows <= 16) {
-            t.workgroup = wg;
-            t.rows = rows;
+            t.matvec_workgroup = wg;
+            t.matvec_rows = rows;
         }
+    }
+    // STRATA_VK_TILED_FROM=T: prompts of T tokens or more use the tiled matmul (tests reach it on lavapipe).
+    if (const char* e = std::getenv("STRATA_VK_TILED_FROM")) {
+        const long long from = std::atoll(e);
+        if (from >= 2) t.matvec_max_tokens = from - 1;
     }
     return t;
 }
@@ -38,7 +52,7 @@ MatvecTuning matvec_tuning_from_env() {
 
 VulkanBackend::VulkanBackend(const BackendOptions& options) : options_(options) {
     ctx_ = std::make_unique<Context>(ContextOptions{options.device_index, options.validation, options.max_binding_range});
-    matvec_ = matvec_tuning_from_env();
+    tuning_ = tuning_for(ctx_->info());
     step_ = Sequence(*ctx_);
     descriptors_ = DescriptorArena(*ctx_);
     tokens_.memory = Memory::Upload;
@@ -46,9 +60,11 @@ VulkanBackend::VulkanBackend(const BackendOptions& options) : options_(options) 
     results_.memory = Memory::Readback;
     results_.page_bytes = 4 << 20;
     if (ctx_->has_timestamps()) {
+        const char* prof = std::getenv("STRATA_VK_PROFILE");
+        profiling_ = prof && std::string(prof) == "1";
         auto qci = make<VkQueryPoolCreateInfo>(VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO);
         qci.queryType = VK_QUERY_TYPE_TIMESTAMP;
-        qci.queryCount = 2;
+        qci.queryCount = 2 + (profiling_ ? kProfiledDispatches : 0);
         check(vkCreateQueryPool(ctx_->device(), &qci, nullptr, &timestamps_), "vkCreateQueryPool");
     }
     // Bound in place of a buffer an op does not have (attention without probs); never read or written.
@@ -59,6 +75,7 @@ VulkanBackend::~VulkanBackend() {
     // A step abandoned by an exception may have left nothing in flight (submit waits), but be sure before
     // the members free memory the GPU could still read.
     vkDeviceWaitIdle(ctx_->device());
+    if (profiling_) std::fprintf(stderr, "%s", profile_report().c_str());
     if (timestamps_) vkDestroyQueryPool(ctx_->device(), timestamps_, nullptr);
 }
 
@@ -252,6 +269,11 @@ void VulkanBackend::dispatch(const Kernel& k, std::span<const Binding> bindings,
     if (k.push_bytes()) vkCmdPushConstants(cmd, k.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, k.push_bytes(), push);
     // More workgroups than one grid dimension allows spill into y; shaders flatten (x, y) and skip the excess.
     vkCmdDispatch(cmd, static_cast<uint32_t>(x), static_cast<uint32_t>(y), 1);
+    if (profiling_ && profiled_.size() < kProfiledDispatches) {
+        vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timestamps_,
+                            2 + static_cast<uint32_t>(profiled_.size()));
+        profiled_.push_back(k.name());
+    }
 }
 
 // ---------------------------------------------------------------------------------------------- steps
@@ -272,8 +294,9 @@ void VulkanBackend::begin() {
     written_.clear();
     read_.clear();
     bound_pipeline_ = VK_NULL_HANDLE;
+    profiled_.clear();
     if (timestamps_) {
-        vkCmdResetQueryPool(step_.cmd(), timestamps_, 0, 2);
+        vkCmdResetQueryPool(step_.cmd(), timestamps_, 0, 2 + (profiling_ ? kProfiledDispatches : 0));
         vkCmdWriteTimestamp(step_.cmd(), VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, timestamps_, 0);
     }
 }
@@ -296,9 +319,41 @@ void VulkanBackend::submit() {
                                     VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
               "vkGetQueryPoolResults");
         last_step_ms_ = double(t[1] - t[0]) * ctx_->timestamp_period_ns() * 1e-6;
+        if (!profiled_.empty()) {
+            // Each dispatch's time is the gap since the timestamp before it (dispatches mostly run in order,
+            // separated by barriers; overlapping ones share the time).
+            std::vector<uint64_t> ts(profiled_.size());
+            check(vkGetQueryPoolResults(ctx_->device(), timestamps_, 2, static_cast<uint32_t>(ts.size()),
+                                        ts.size() * sizeof(uint64_t), ts.data(), sizeof(uint64_t),
+                                        VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+                  "vkGetQueryPoolResults");
+            uint64_t prev = t[0];
+            for (size_t i = 0; i < ts.size(); ++i) {
+                KernelTime& kt = profile_[profiled_[i]];
+                kt.ms += double(ts[i] - std::min(prev, ts[i])) * ctx_->timestamp_period_ns() * 1e-6;
+                kt.calls += 1;
+                prev = std::max(prev, ts[i]);
+            }
+        }
     }
     for (Buffer& page : results_.pages) page.invalidate();
     results_ready_ = true;
+}
+
+std::string VulkanBackend::profile_report() const {
+    std::vector<std::pair<std::string, KernelTime>> rows(profile_.begin(), profile_.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+    double total = 0;
+    for (const auto& r : rows) total += r.second.ms;
+    std::string out = "GPU time per kernel (" + ctx_->info().name + "):\n";
+    char line[256];
+    for (const auto& [name, kt] : rows) {
+        std::snprintf(line, sizeof line, "  %-22s %8lld calls %12.3f ms %6.1f%% %10.1f us/call\n", name.c_str(),
+                      static_cast<long long>(kt.calls), kt.ms, total > 0 ? 100.0 * kt.ms / total : 0.0,
+                      kt.calls ? 1000.0 * kt.ms / double(kt.calls) : 0.0);
+        out += line;
+    }
+    return out;
 }
 
 // ---------------------------------------------------------------------------------------------- results

@@ -52,10 +52,15 @@ struct DeviceTensor {
     std::vector<Chunk> chunks;
 };
 
-// Tuning of the decode matrix-vector kernel (overridable by STRATA_VK_MATVEC="WG,ROWS" for measurements).
-struct MatvecTuning {
-    uint32_t workgroup = 128;
-    uint32_t rows = 2;
+// Kernel shapes, chosen per device kind. A GPU wants wide workgroups; a CPU device (lavapipe) runs a workgroup
+// as a loop over SIMD lanes where every barrier is a costly switch, so it gets one subgroup per workgroup and
+// the weight-streaming kernel for prompts too. STRATA_VK_MATVEC="WG,ROWS" overrides the matvec shape (bench),
+// STRATA_VK_TILED_FROM=T the prompt length from which the tiled matmul takes over (tests).
+struct KernelTuning {
+    uint32_t matvec_workgroup = 128;
+    uint32_t matvec_rows = 2;             // output rows per workgroup
+    int64_t matvec_max_tokens = 8;        // prompts up to this many tokens use matvec.comp, longer ones matmul.comp
+    uint32_t topk_workgroup = 256;
 };
 
 class VulkanBackend final : public Backend {
@@ -87,6 +92,7 @@ public:
     // Beyond the interface (strata/vulkan.hpp).
     VulkanBandwidth read_bandwidth(uint64_t bytes, int repeats);
     double last_step_gpu_ms() const { return last_step_ms_; }
+    std::string profile_report() const;
     Context& context() { return *ctx_; }
 
 private:
@@ -141,7 +147,7 @@ private:
 
     BackendOptions options_;
     std::unique_ptr<Context> ctx_;  // first member: destroyed last, after everything that borrows it
-    MatvecTuning matvec_;
+    KernelTuning tuning_;
     std::map<std::string, Kernel> kernels_;
     std::vector<Slot> slots_;
     std::vector<uint32_t> free_slots_;
@@ -160,8 +166,16 @@ private:
     DescriptorArena descriptors_;
     HostArena tokens_;
     HostArena results_;
-    VkQueryPool timestamps_ = VK_NULL_HANDLE;
+    VkQueryPool timestamps_ = VK_NULL_HANDLE;  // [0] step start, [1] step end, [2..] per dispatch when profiling
     double last_step_ms_ = -1;
+    // STRATA_VK_PROFILE=1: a timestamp after every dispatch; GPU time summed per kernel (profile_report()).
+    struct KernelTime {
+        double ms = 0;
+        int64_t calls = 0;
+    };
+    bool profiling_ = false;
+    std::vector<std::string> profiled_;  // kernel of each per-dispatch timestamp in this step
+    std::map<std::string, KernelTime> profile_;
     VkPipeline bound_pipeline_ = VK_NULL_HANDLE;
     std::vector<uint32_t> written_, read_;  // buffers touched since the last barrier
 
