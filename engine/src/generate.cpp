@@ -15,9 +15,11 @@ namespace strata {
 
 namespace {
 
-// Boundaries of top-p and min-p are compared with this slack (about float precision: the settings are floats,
-// 0.3f is 0.30000001), so that a distribution of exact fractions keeps the tokens its fractions say.
-constexpr double kSlack = 1e-6;
+// Boundaries are compared with a little slack so that a distribution of exact fractions keeps the tokens its
+// fractions say: top-p sums doubles (rounding ~1e-16 per term); min-p multiplies by a float setting
+// (0.3f is 0.30000001), so its threshold gets float-sized slack.
+constexpr double kTopPSlack = 1e-12;
+constexpr double kMinPSlack = 1e-6;
 
 // The argmax, lowest id on ties; NaN never wins.
 int32_t argmax(std::span<const float> logits) {
@@ -69,14 +71,29 @@ std::vector<float> sampling_distribution(std::span<const float> logits, const Sa
     for (int32_t id : kept) p[size_t(id)] /= sum;
     // top-p: the smallest set of most probable tokens whose mass reaches top_p
     if (s.top_p < 1.0f) {
-        std::sort(kept.begin(), kept.end(),
-                  [&](int32_t a, int32_t b) { return p[size_t(a)] != p[size_t(b)] ? p[size_t(a)] > p[size_t(b)] : a < b; });
+        auto more_probable = [&](int32_t a, int32_t b) {
+            return p[size_t(a)] != p[size_t(b)] ? p[size_t(a)] > p[size_t(b)] : a < b;
+        };
+        // Only the head of the distribution needs sorting: if the tokens with p >= tau already hold top_p of
+        // the mass, the kept prefix lies among them. Lower tau until they do (tau = 0 sorts everything).
+        double pmax = 0;
+        for (int32_t id : kept) pmax = std::max(pmax, p[size_t(id)]);
+        auto head_end = kept.end();
+        for (double tau = pmax * 1e-3;; tau *= 1e-3) {
+            if (tau < 1e-300) tau = 0;
+            double head_mass = 0;
+            head_end = std::partition(kept.begin(), kept.end(), [&](int32_t id) { return p[size_t(id)] >= tau; });
+            for (auto it = kept.begin(); it != head_end; ++it) head_mass += p[size_t(*it)];
+            if (head_mass >= double(s.top_p) - kTopPSlack || tau == 0) break;
+        }
+        std::sort(kept.begin(), head_end, more_probable);
         double cum = 0;
         size_t keep = 0;
-        while (keep < kept.size()) {
+        const auto head = static_cast<size_t>(head_end - kept.begin());
+        while (keep < head) {
             cum += p[size_t(kept[keep])];
             ++keep;
-            if (cum >= double(s.top_p) - kSlack) break;
+            if (cum >= double(s.top_p) - kTopPSlack) break;
         }
         for (size_t i = keep; i < kept.size(); ++i) p[size_t(kept[i])] = 0.0;
         kept.resize(keep);
@@ -88,7 +105,7 @@ std::vector<float> sampling_distribution(std::span<const float> logits, const Sa
     if (s.min_p > 0.0f) {
         double pmax = 0;
         for (int32_t id : kept) pmax = std::max(pmax, p[size_t(id)]);
-        const double threshold = double(s.min_p) * pmax * (1.0 - kSlack);
+        const double threshold = double(s.min_p) * pmax * (1.0 - kMinPSlack);
         double mass = 0;
         for (int32_t id : kept) {
             if (p[size_t(id)] < threshold) p[size_t(id)] = 0.0;

@@ -1,4 +1,5 @@
 // The sampler's filters on hand-made distributions with exact expected values, and its reproducibility.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -113,5 +114,34 @@ TEST_CASE("the sampler is reproducible with a seed and follows the distribution"
         CHECK(dist[size_t(id)] > 0.0f);
         const double p = dist[size_t(id)];
         CHECK(std::abs(double(count) / n - p) < 5 * std::sqrt(p * (1 - p) / n) + 1e-3);
+    }
+}
+
+TEST_CASE("top-p on a large distribution keeps exactly the brute-force set", "[sampling]") {
+    std::mt19937 rng(17);
+    std::normal_distribution<float> d(0, 3);
+    std::vector<float> l(20000);
+    for (auto& x : l) x = d(rng);
+    for (float top_p : {0.5f, 0.9f, 0.999f}) {
+        // Independent: softmax in double, sort everything by (p desc, id asc), take the prefix reaching top_p.
+        std::vector<double> p(l.size());
+        double mx = *std::max_element(l.begin(), l.end()), sum = 0;
+        for (size_t i = 0; i < l.size(); ++i) sum += (p[i] = std::exp(double(l[i]) - mx));
+        for (auto& x : p) x /= sum;
+        std::vector<int32_t> order(l.size());
+        for (size_t i = 0; i < order.size(); ++i) order[i] = int32_t(i);
+        std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return p[size_t(a)] != p[size_t(b)] ? p[size_t(a)] > p[size_t(b)] : a < b; });
+        size_t n = 0;
+        double cum = 0;
+        while (n < order.size() && cum < top_p) cum += p[size_t(order[n++])];
+        std::vector<int32_t> want(order.begin(), order.begin() + long(n));
+        std::sort(want.begin(), want.end());
+
+        const auto dist = sampling_distribution(l, settings(1, 0, top_p));
+        std::vector<int32_t> got;
+        for (size_t i = 0; i < dist.size(); ++i)
+            if (dist[i] > 0) got.push_back(int32_t(i));
+        INFO("top_p " << top_p << ": " << want.size() << " tokens");
+        CHECK(got == want);
     }
 }
