@@ -210,7 +210,7 @@ QString renderCardHtml(const Card& c, const CardContext& ctx) {
     h += QStringLiteral("<p>%1</p>").arg(expandPlaceholders(c.meaning, ctx));
 
     h += QStringLiteral("<h3>Shape</h3><p><span style='font-family:serif; font-style:italic'>%1</span> %2</p>")
-             .arg(expandPlaceholders(c.symbol, ctx), escaped(shapeLine(c, ctx)));
+             .arg(expandPlaceholders(c.symbol, ctx), shapeLine(c, ctx));  // card symbols carry sub/superscripts
 
     h += QStringLiteral("<h3>Formula</h3><p style='font-family:serif; font-size:large'>%1</p>").arg(expandPlaceholders(c.formula, ctx));
 

@@ -52,7 +52,12 @@ ScreenshotRun::ScreenshotRun(MainWindow* w, const QString& dir, QObject* parent)
              w->showView(w->strataView());
          },
          [w] { return w->strataView()->hasContent(); }},
-        {QStringLiteral("05-residual-norms"), [w] { w->showView(w->normsView()); }, [w] { return w->normsView()->hasContent(); }},
+        {QStringLiteral("05-residual-norms"),
+         [w, mid] {
+             w->showView(w->normsView());
+             w->selectPart(QStringLiteral("block"), mid);
+         },
+         [w] { return w->normsView()->hasContent(); }},
         {QStringLiteral("06-rmsnorm-gains"),
          [w, mid] {
              w->showView(w->gainsView());
@@ -70,6 +75,7 @@ ScreenshotRun::ScreenshotRun(MainWindow* w, const QString& dir, QObject* parent)
         {QStringLiteral("08-token-embeddings"),
          [w, st] {
              w->showView(w->embeddingView());
+             w->selectPart(QStringLiteral("tok_embeddings"), -1);
              st->setPosition(std::min(3, st->positions() - 1));
          },
          [w] { return w->embeddingView()->hasContent() && !w->busy(); }},

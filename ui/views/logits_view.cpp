@@ -17,7 +17,7 @@ LogitsView::LogitsView(ExplorerState* state, EngineClient* client, QWidget* pare
     controls()->addWidget(heading_, 1);
     bars_ = new TopKBars;
     setCanvas(bars_);
-    setReadout(tr("The most likely next tokens at the selected position; the prompt's actual next token is marked."));
+    setReadout(tr("The most likely next tokens at the selected position (bars relative to the first); the prompt's actual next token is highlighted."));
     connect(bars_, &TopKBars::hoverChanged, this, [this](const QString& s) {
         if (!s.isEmpty()) setReadout(s);
     });
