@@ -104,6 +104,13 @@ TEST_CASE("bad input: negative and overflowing dimensions", "[checkpoint]") {
         h["model.norm.weight"]["data_offsets"] = {0, 0};
     });
     CHECK_THAT(error_of<FormatError>([&] { load_model(big); }), Contains(st(big)) && Contains("model.norm.weight"));
+    // 2^31 * 2^31 F32 elements are exactly 2^64 bytes: 0 in 64-bit arithmetic, and the offsets claim 0 bytes.
+    const fs::path wrap = with_header("wrap-bytes", [](json& h, std::string&) {
+        h["model.norm.weight"]["shape"] = {2147483648ull, 2147483648ull};
+        h["model.norm.weight"]["data_offsets"] = {0, 0};
+    });
+    CHECK_THAT(error_of<FormatError>([&] { load_model(wrap); }),
+               Contains(st(wrap)) && Contains("model.norm.weight") && Contains("needs 18446744073709551616 bytes"));
 }
 
 TEST_CASE("bad input: overlapping tensor data", "[checkpoint]") {

@@ -3,6 +3,7 @@
 // their stored rows and are read through TensorView::rope_heads, which undoes the converter's permutation.
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -74,6 +75,12 @@ struct Fields {
         return out;
     }
 };
+
+int32_t token_id(const Fields& f, const char* key, int32_t fallback) {
+    const int64_t v = f.integer(key, fallback);
+    if (v < 0 || v > INT32_MAX) throw FormatError(f.file + ": \"" + key + "\" = " + std::to_string(v) + " is not a token id");
+    return static_cast<int32_t>(v);
+}
 
 void require_false(const Fields& f, const char* key, const char* what) {
     if (f.boolean(key, false)) throw UnsupportedError(f.file + ": \"" + key + "\": true (" + what + ") is not supported");
@@ -149,7 +156,7 @@ ModelConfig parse_config(const fs::path& dir) {
         c.rope_scaling.original_max_position_embeddings = r.integer("original_max_position_embeddings", 8192);
     }
 
-    c.bos_id = static_cast<int32_t>(f.integer("bos_token_id", 128000));
+    c.bos_id = token_id(f, "bos_token_id", 128000);
     std::vector<int32_t> eos = f.ids("eos_token_id");
     // generation_config.json is what transformers' generate() stops on; config.json can be older or narrower.
     const fs::path gen_file = dir / "generation_config.json";
@@ -160,7 +167,7 @@ ModelConfig parse_config(const fs::path& dir) {
         std::vector<int32_t> ge = gf.ids("eos_token_id");
         ge.insert(ge.end(), eos.begin(), eos.end());
         eos = std::move(ge);
-        if (gf.has("bos_token_id")) c.bos_id = static_cast<int32_t>(gf.integer("bos_token_id"));
+        c.bos_id = token_id(gf, "bos_token_id", c.bos_id);
     }
     for (int32_t e : eos)
         if (std::find(c.eos_ids.begin(), c.eos_ids.end(), e) == c.eos_ids.end()) c.eos_ids.push_back(e);

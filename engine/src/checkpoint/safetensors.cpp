@@ -19,6 +19,15 @@ constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 
 std::string str(uint64_t x) { return std::to_string(x); }
 
+std::string u128_str(unsigned __int128 x) {
+    std::string out;
+    do {
+        out.insert(out.begin(), static_cast<char>('0' + static_cast<int>(x % 10)));
+        x /= 10;
+    } while (x != 0);
+    return out;
+}
+
 std::string shape_str(const std::vector<int64_t>& s) {
     std::string out = "[";
     for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
@@ -127,10 +136,11 @@ Header parse(std::span<const std::byte> bytes, const std::string& file) {
             throw FormatError(file + ": tensor " + name + ": data_offsets [" + str(begin) + ", " + str(end) +
                               "] go beyond the data section (" + str(data_size) + " bytes after the " + str(n) +
                               "-byte header; file " + str(size) + " bytes)");
-        const uint64_t expected = dtype_bytes(e.dtype, static_cast<int64_t>(numel));
-        if (end - begin != expected)
+        // In 128 bits as well: 2^62 F32 elements are 2^64 bytes, which is 0 in 64 bits.
+        const unsigned __int128 expected = numel * static_cast<unsigned __int128>(dtype_block_bytes(e.dtype));
+        if (static_cast<unsigned __int128>(end - begin) != expected)
             throw FormatError(file + ": tensor " + name + ": " + std::string(dtype_name(e.dtype)) + " " +
-                              shape_str(e.shape) + " needs " + str(expected) + " bytes, but data_offsets [" +
+                              shape_str(e.shape) + " needs " + u128_str(expected) + " bytes, but data_offsets [" +
                               str(begin) + ", " + str(end) + "] hold " + str(end - begin));
         e.offset = h.data_start + begin;
         e.nbytes = end - begin;
