@@ -1,5 +1,7 @@
 // GGUF reading against files assembled byte by byte (test_gguf_fixture.hpp), and every kind of bad file: each gets
 // its own typed error naming the file and what is wrong.
+#include <cstring>
+
 #include "catch.hpp"
 #include "support.hpp"
 #include "test_gguf_fixture.hpp"
@@ -7,6 +9,7 @@
 #include "strata/error.hpp"
 #include "strata/gguf.hpp"
 #include "strata/model.hpp"
+#include "strata/writers.hpp"
 
 namespace fs = std::filesystem;
 using namespace strata;
@@ -321,4 +324,40 @@ TEST_CASE("GGUF: rope_freqs of the wrong length", "[gguf]") {
     const auto m = load_gguf(save(ok, "ropeok"), {});
     CHECK(m->rope_freqs_factors == std::vector<float>{1.0f, 8.0f});
     CHECK_FALSE(m->has("rope_freqs"));
+}
+
+TEST_CASE("F32, F16 and BF16 tensors and an untied output round-trip through write_gguf bit for bit", "[gguf]") {
+    TinyGguf g = tiny_llama();
+    // Same shapes, 16-bit types: the bytes of n/2 floats are n half-precision values (any bit pattern will do).
+    auto retype = [&](const char* name, uint32_t type) {
+        test::TinyTensor* t = g.tensor(name);
+        t->type = type;
+        t->data.resize(t->data.size() / 2);
+    };
+    retype("token_embd.weight", 1);       // F16
+    retype("blk.0.attn_v.weight", 1);     // F16
+    retype("blk.0.attn_norm.weight", 30); // BF16
+    g.tensors.push_back({"output.weight", {8, 258}, 0, test::f32_data(8 * 258, [](uint64_t i) { return -float(i); }), {}});
+    const auto a = load_gguf(save(g, "mixed"), {});
+    CHECK(a->tensor("tok_embeddings").dtype == DType::F16);
+    CHECK(a->tensor("layers.0.attention_norm").dtype == DType::BF16);
+    CHECK(a->tensor("layers.0.attention.wq").dtype == DType::F32);
+    CHECK_FALSE(a->config.tie_embeddings);
+    const fs::path out = test::temp_dir("gguf-mixed") / "again.gguf";
+    write_gguf(*a, out);
+    const auto b = load_gguf(out, {});
+    REQUIRE(a->tensors.size() == b->tensors.size());
+    for (const auto& [name, ta] : a->tensors) {
+        INFO(name);
+        const TensorView& tb = b->tensor(name);
+        CHECK(ta.dtype == tb.dtype);
+        CHECK(ta.shape == tb.shape);
+        REQUIRE(ta.nbytes == tb.nbytes);
+        CHECK(std::memcmp(ta.data, tb.data, ta.nbytes) == 0);
+    }
+    CHECK_FALSE(b->config.tie_embeddings);
+    CHECK(b->config.hidden_dim == 16);
+    CHECK(b->config.eos_ids == a->config.eos_ids);
+    CHECK(b->tokenizer.vocab_size() == 258);
+    CHECK(b->tokenizer.special_id("<|begin_of_text|>") == 256);
 }
