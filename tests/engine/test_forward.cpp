@@ -191,6 +191,63 @@ TEST_CASE("bad requests become InputError; cancel stops a prefill and leaves the
     CHECK_THROWS_AS(tf.decode(cache, 3, TraceRequest{}), InputError);  // full
 }
 
+namespace {
+// Forwards every op to a real backend and raises a cancel flag after the n-th matmul: a cancel that arrives
+// in the middle of a prefill, at a known point.
+class CancellingBackend final : public Backend {
+public:
+    CancellingBackend(Backend& inner, std::atomic<bool>& flag, int after) : in_(inner), flag_(flag), after_(after) {}
+    int matmuls = 0;
+    BackendInfo info() const override { return in_.info(); }
+    void load(const Model& m, const LoadProgress& p) override { in_.load(m, p); }
+    Buf alloc(int64_t n, std::string_view name) override { return in_.alloc(n, name); }
+    void free(Buf b) override { in_.free(b); }
+    void begin() override { in_.begin(); }
+    void submit() override { in_.submit(); }
+    void embed(Buf o, std::span<const int32_t> t) override { in_.embed(o, t); }
+    void rmsnorm(Buf o, Buf x, const TensorView& w, int64_t T, float eps) override { in_.rmsnorm(o, x, w, T, eps); }
+    void matmul(Buf o, Buf x, const TensorView& w, int64_t T) override {
+        if (++matmuls == after_) flag_ = true;
+        in_.matmul(o, x, w, T);
+    }
+    void rope(Buf x, int64_t T, int64_t h, int64_t pos0) override { in_.rope(x, T, h, pos0); }
+    void attention(Buf o, Buf q, Buf k, Buf v, int64_t T, int64_t pos0, Buf p) override {
+        in_.attention(o, q, k, v, T, pos0, p);
+    }
+    void swiglu(Buf o, Buf a, Buf b, int64_t n) override { in_.swiglu(o, a, b, n); }
+    void add(Buf o, Buf a, Buf b, int64_t n) override { in_.add(o, a, b, n); }
+    void copy(Buf d, Buf s, int64_t n) override { in_.copy(d, s, n); }
+    Readback topk(Buf r, int64_t n, int64_t k) override { return in_.topk(r, n, k); }
+    Readback readback(Buf s, int64_t n) override { return in_.readback(s, n); }
+    std::vector<float> fetch(Readback r) override { return in_.fetch(r); }
+    std::vector<TokenScore> topk_result(Readback r) override { return in_.topk_result(r); }
+
+private:
+    Backend& in_;
+    std::atomic<bool>& flag_;
+    int after_;
+};
+}  // namespace
+
+TEST_CASE("a cancel raised in the middle of a prefill stops it before the next layer", "[forward]") {
+    Loaded& g = golden();
+    const auto tokens = short_prompt();
+    std::atomic<bool> cancel{false};
+    // Seven matmuls per block: the flag goes up inside block 0's feed-forward.
+    CancellingBackend cb(*g.backend, cancel, 6);
+    Transformer tf(*g.model, cb);
+    KVCache cache(cb, g.model->config, 32);
+    CHECK_THROWS_AS(tf.prefill(cache, tokens, TraceRequest{}, &cancel), Cancelled);
+    CHECK(cb.matmuls == 7);  // block 0 finished, block 1 never started
+    CHECK(cache.size() == 0);
+
+    cancel = false;
+    const Trace after = tf.prefill(cache, tokens, TraceRequest{}, &cancel);
+    Transformer clean(*g.model, *g.backend);
+    KVCache c2(*g.backend, g.model->config, 32);
+    CHECK(test::rel_l2(after.last_logits, clean.prefill(c2, tokens, TraceRequest{}).last_logits) == 0.0);
+}
+
 TEST_CASE("check_weights_finite names the tensor and element of a NaN weight in a checkpoint", "[forward]") {
     const fs::path& demo = tiny_demo();
     const fs::path dir = test::temp_dir("nan-demo");
