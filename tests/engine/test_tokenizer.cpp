@@ -1,7 +1,9 @@
 // The Llama 3 tokenizer against the reference ids: from tokenizer.json, from a tokenizer.model and from GGUF
 // vocabulary arrays derived from it, plus special tokens and the golden prompts.
 #include <algorithm>
+#include <atomic>
 #include <map>
+#include <thread>
 
 #include "catch.hpp"
 #include "test_tokenizer_common.hpp"
@@ -186,4 +188,28 @@ TEST_CASE("long runs stay linear and round-trip", "[tokenizer]") {
     // 10k spaces then a word: the spaces but one form one piece, the last joins the word.
     auto ids = tok.encode(std::string(10000, ' ') + "word");
     CHECK(tok.decode({ids.back()}) == " word");
+}
+
+TEST_CASE("encode is safe from several threads at once", "[tokenizer]") {
+    const auto& tok = llama3_tokenizer();
+    std::vector<std::pair<std::string, std::vector<int32_t>>> cases;
+    for (const auto& c : tokenizer_cases())
+        if (!c.contains("ids_plain")) cases.emplace_back(c.at("text"), c.at("ids").get<std::vector<int32_t>>());
+    std::atomic<int> mismatches{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+        threads.emplace_back([&, t] {
+            for (int rep = 0; rep < 20; ++rep)
+                for (size_t i = 0; i < cases.size(); ++i)
+                    if (tok.encode(cases[(i + size_t(t)) % cases.size()].first) != cases[(i + size_t(t)) % cases.size()].second)
+                        ++mismatches;
+        });
+    for (auto& th : threads) th.join();
+    CHECK(mismatches == 0);
+
+    // A moved-from tokenizer is empty, and the moved-to one works.
+    Tokenizer a = Tokenizer::from_tiktoken(write_tokenizer_model());
+    Tokenizer b = std::move(a);
+    CHECK(a.empty());
+    CHECK(b.encode("Hello world!") == std::vector<int32_t>{9906, 1917, 0});
 }
