@@ -18,10 +18,10 @@ fi
 cat "$OUT/devices.json"
 # Op tests and model tests that need only the golden model (the golden tensors stay behind: size limit).
 STRATA_REFERENCE_DIR=$PWD/.gl/ref STRATA_TOKENIZER_JSON=/tmp/tokenizer.json STRATA_VK_VALIDATION=1 \
-  timeout 150 $B/strata_vulkan_tests '[vulkan]~[golden]' > "$OUT/vulkan_tests.txt" 2>&1
+  timeout 120 $B/strata_vulkan_tests '[vulkan]~[golden]' > "$OUT/vulkan_tests.txt" 2>&1
 echo "vulkan tests rc=$?" | tee -a "$OUT/vulkan_tests.txt"; tail -5 "$OUT/vulkan_tests.txt"
 time $B/strata-cli make-synthetic --out /tmp/m8b --tokenizer /tmp/tokenizer.json --shape 8b
 timeout 200 $B/strata-cli bench --model /tmp/m8b --backend vulkan --prompt 512 --gen 64 > "$OUT/bench_8b_vulkan.json" 2>&1
 echo "vulkan bench rc=$?"; cat "$OUT/bench_8b_vulkan.json"
-timeout 100 $B/strata-cli bench --model /tmp/m8b --backend cpu --prompt 16 --gen 8 > "$OUT/bench_8b_cpu.json" 2>&1
+timeout 60 $B/strata-cli bench --model /tmp/m8b --backend cpu --prompt 16 --gen 8 > "$OUT/bench_8b_cpu.json" 2>&1
 echo "cpu bench rc=$?"; cat "$OUT/bench_8b_cpu.json"
