@@ -104,7 +104,7 @@ void check_short_golden(const Model& model, const Trace& trace) {
 
 }  // namespace
 
-TEST_CASE("vulkan: golden short prompt, every tensor, top-1, greedy continuation", "[vulkan][golden]") {
+TEST_CASE("vulkan: golden short prompt, every tensor, top-1, greedy continuation", "[vulkan][model][golden]") {
     const auto model = load_model(golden_hf_dir());
     auto gpu = make_vulkan();
     gpu->load(*model);
@@ -116,7 +116,7 @@ TEST_CASE("vulkan: golden short prompt, every tensor, top-1, greedy continuation
     require_no_validation_messages();
 }
 
-TEST_CASE("vulkan: golden long prompt (scaled RoPE at 600+ positions), prefilled in two chunks", "[vulkan][golden]") {
+TEST_CASE("vulkan: golden long prompt (scaled RoPE at 600+ positions), prefilled in two chunks", "[vulkan][model][golden]") {
     const auto model = load_model(golden_hf_dir());
     const ModelConfig& c = model->config;
     auto gpu = make_vulkan();
@@ -148,7 +148,7 @@ TEST_CASE("vulkan: golden long prompt (scaled RoPE at 600+ positions), prefilled
     require_no_validation_messages();
 }
 
-TEST_CASE("vulkan: prefill equals token-by-token decode, streaming and tiled prompt kernels", "[vulkan][golden]") {
+TEST_CASE("vulkan: prefill equals token-by-token decode, streaming and tiled prompt kernels", "[vulkan][model][golden]") {
     const auto model = load_model(golden_hf_dir());
     const auto tokens = prompt_tokens("short");
     const int64_t dim = model->config.dim, T = static_cast<int64_t>(tokens.size());
@@ -173,7 +173,7 @@ TEST_CASE("vulkan: prefill equals token-by-token decode, streaming and tiled pro
     require_no_validation_messages();
 }
 
-TEST_CASE("vulkan: greedy generation equals the CPU backend's, with the default trace", "[vulkan]") {
+TEST_CASE("vulkan: greedy generation equals the CPU backend's, with the default trace", "[vulkan][model]") {
     const auto model = load_model(golden_hf_dir());
     auto cpu = make_cpu();
     auto gpu = make_vulkan();
@@ -201,7 +201,7 @@ TEST_CASE("vulkan: greedy generation equals the CPU backend's, with the default 
     require_no_validation_messages();
 }
 
-TEST_CASE("vulkan: the whole model split over 1 MiB bindings gives the same result", "[vulkan][golden]") {
+TEST_CASE("vulkan: the whole model split over 1 MiB bindings gives the same result", "[vulkan][model][golden]") {
     // tok_embeddings (128256 x 128 bf16, 31 MiB) becomes 32 chunks; logits [15, 128256] are split by rows.
     const auto model = load_model(golden_hf_dir());
     auto whole = make_vulkan();
@@ -216,7 +216,7 @@ TEST_CASE("vulkan: the whole model split over 1 MiB bindings gives the same resu
     require_no_validation_messages();
 }
 
-TEST_CASE("vulkan: clear errors for a bad device, too much memory, bad input and misuse", "[vulkan]") {
+TEST_CASE("vulkan: clear errors for a bad device, too much memory, bad input and misuse", "[vulkan][model]") {
     BackendOptions bad = vulkan_options();
     bad.device_index = 99;
     try {

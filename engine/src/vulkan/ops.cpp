@@ -327,6 +327,7 @@ Readback VulkanBackend::topk(Buf row, int64_t n, int64_t k) {
                 topk_scratch_ = new_slot(std::move(scratch), 2 * half, "top-k scratch");
             } else {
                 Slot& s = slots_[topk_scratch_];
+                forget_descriptor_sets();
                 if (step_.recording()) retired_.push_back(std::move(s.buffer));
                 s.buffer = std::move(scratch);
                 s.floats = 2 * half;

@@ -133,6 +133,7 @@ void VulkanBackend::free(Buf b) {
         b.id == topk_scratch_)
         return;
     Slot& s = slots_[b.id];
+    forget_descriptor_sets();
     // Commands recorded in this step may still use it: keep the memory until the step has run.
     if (step_.recording()) retired_.push_back(std::move(s.buffer));
     s.buffer = Buffer();
@@ -247,19 +248,28 @@ void VulkanBackend::dispatch(const Kernel& k, std::span<const Binding> bindings,
                                " workgroups, more than the device can launch at once");
     access(bindings);
 
-    VkDescriptorSet set = descriptors_.allocate(k.set_layout());
+    // The set for these exact ranges: cached from an earlier dispatch (of this step or one before) or new.
     VkDescriptorBufferInfo infos[8];
-    VkWriteDescriptorSet writes[8];
-    for (size_t i = 0; i < bindings.size(); ++i) {
+    for (size_t i = 0; i < bindings.size(); ++i)
         infos[i] = VkDescriptorBufferInfo{bindings[i].buffer, bindings[i].offset, bindings[i].range};
-        writes[i] = make<VkWriteDescriptorSet>(VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET);
-        writes[i].dstSet = set;
-        writes[i].dstBinding = static_cast<uint32_t>(i);
-        writes[i].descriptorCount = 1;
-        writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-        writes[i].pBufferInfo = &infos[i];
+    std::string key(sizeof(VkDescriptorSetLayout) + bindings.size() * sizeof(VkDescriptorBufferInfo), '\0');
+    const VkDescriptorSetLayout layout = k.set_layout();
+    std::memcpy(key.data(), &layout, sizeof layout);
+    std::memcpy(key.data() + sizeof layout, infos, bindings.size() * sizeof(VkDescriptorBufferInfo));
+    VkDescriptorSet& set = set_cache_[key];
+    if (!set) {
+        set = descriptors_.allocate(layout);
+        VkWriteDescriptorSet writes[8];
+        for (size_t i = 0; i < bindings.size(); ++i) {
+            writes[i] = make<VkWriteDescriptorSet>(VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET);
+            writes[i].dstSet = set;
+            writes[i].dstBinding = static_cast<uint32_t>(i);
+            writes[i].descriptorCount = 1;
+            writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+            writes[i].pBufferInfo = &infos[i];
+        }
+        vkUpdateDescriptorSets(ctx_->device(), static_cast<uint32_t>(bindings.size()), writes, 0, nullptr);
     }
-    vkUpdateDescriptorSets(ctx_->device(), static_cast<uint32_t>(bindings.size()), writes, 0, nullptr);
     VkCommandBuffer cmd = step_.cmd();
     if (bound_pipeline_ != k.pipeline()) {
         vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline());
@@ -280,14 +290,22 @@ void VulkanBackend::dispatch(const Kernel& k, std::span<const Binding> bindings,
 
 void VulkanBackend::begin() {
     step_.begin();
-    // The previous step has finished (submit waited), so its sets, pages and freed buffers are free again.
-    descriptors_.reset();
+    // The previous step has finished (submit waited), so its pages and freed buffers are free again.
     retired_.clear();
     for (HostArena* a : {&tokens_, &results_}) {
         // Keep the pages the last step used; a page beyond them was a one-off (a huge readback).
-        if (a->pages.size() > a->page + 1) a->pages.resize(a->page + 1);
+        if (a->pages.size() > a->page + 1) {
+            a->pages.resize(a->page + 1);
+            forget_descriptor_sets();
+        }
         a->page = 0;
         a->used = 0;
+    }
+    // Cached sets that name destroyed buffers (or too many of them) go; nothing in flight uses them now.
+    if (sets_stale_ || set_cache_.size() > 16384) {
+        set_cache_.clear();
+        descriptors_.reset();
+        sets_stale_ = false;
     }
     pending_.clear();
     results_ready_ = false;

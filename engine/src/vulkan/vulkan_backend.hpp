@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "strata/backend.hpp"
@@ -163,7 +164,16 @@ private:
     uint32_t dummy_ = kUntracked;         // slot bound where an op has no buffer (attention without probs)
 
     Sequence step_;
+    // Descriptor sets live across steps, cached by (layout, buffer ranges): a decode step binds the same ranges
+    // as the one before, so it allocates and writes almost none. Destroying any buffer makes the cache stale;
+    // it is dropped (and its pools reset) when the next step begins, as commands being recorded may still use it.
     DescriptorArena descriptors_;
+    std::unordered_map<std::string, VkDescriptorSet> set_cache_;
+    bool sets_stale_ = false;
+    void forget_descriptor_sets() {
+        set_cache_.clear();
+        sets_stale_ = true;
+    }
     HostArena tokens_;
     HostArena results_;
     VkQueryPool timestamps_ = VK_NULL_HANDLE;  // [0] step start, [1] step end, [2..] per dispatch when profiling

@@ -176,6 +176,7 @@ void VulkanBackend::load(const Model& model, const LoadProgress& progress) {
     }
     // A whole model that cannot fit fails before the first byte moves, saying by how much.
     weights_.clear();
+    forget_descriptor_sets();
     const uint64_t heap = ctx_->info().memory;
     if (!ctx_->heap_is_advisory() && total + ctx_->allocated_bytes() > heap)
         throw DeviceError("out of device memory: the weights of " + (model.config.name.empty() ? std::string("the model") : model.config.name) +
@@ -211,6 +212,7 @@ void VulkanBackend::ensure_rope_table(int64_t positions) {
         rope_table_ = new_slot(std::move(buffer), static_cast<int64_t>(table.size()), "rope table");
     } else {
         Slot& s = slots_[rope_table_];
+        forget_descriptor_sets();
         // Commands already recorded in this step still read the old table: keep it until the step has run.
         if (step_.recording()) retired_.push_back(std::move(s.buffer));
         s.buffer = std::move(buffer);
