@@ -50,7 +50,8 @@ std::vector<int32_t> bench_prompt(const ModelConfig& c, int64_t n) {
 
 // Decode `n` greedy steps; per step: wall seconds and GPU milliseconds.
 struct Steps {
-    std::vector<double> wall_s, gpu_ms;
+    std::vector<double> wall_s, gpu_ms, record_ms;
+    VulkanStepStats last;
 };
 Steps decode_steps(Transformer& tf, KVCache& cache, Backend& b, std::vector<float> logits, int64_t n,
                    const TraceRequest& req) {
@@ -61,6 +62,8 @@ Steps decode_steps(Transformer& tf, KVCache& cache, Backend& b, std::vector<floa
         logits = tf.decode(cache, id, req).last_logits;
         s.wall_s.push_back(since(t));
         s.gpu_ms.push_back(vulkan_last_step_gpu_ms(b));
+        s.last = vulkan_last_step_stats(b);
+        s.record_ms.push_back(s.last.record_ms);
     }
     return s;
 }
@@ -117,6 +120,10 @@ TEST_CASE("vulkan bench: decode, prefill, trace cost, bandwidth, matvec shapes",
             {"median_wall_ms", wall * 1e3},
             {"median_gpu_ms", gpu_ms},
             {"host_ms_outside_gpu", (wall * 1e3 - gpu_ms)},
+            {"median_record_ms", median(plain.record_ms)},
+            {"dispatches_per_step", plain.last.dispatches},
+            {"barriers_per_step", plain.last.barriers},
+            {"descriptor_writes_per_step", plain.last.descriptor_writes},
             {"tokens_per_second_wall", 1.0 / wall},
             {"weight_gb_per_s_wall", bw_wall},
             {"weight_gb_per_s_gpu", bw_gpu},

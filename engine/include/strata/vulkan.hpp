@@ -48,4 +48,15 @@ VulkanBandwidth vulkan_read_bandwidth(Backend& backend, uint64_t bytes = 0, int 
 // has no timestamps or `backend` is not a Vulkan backend.
 double vulkan_last_step_gpu_ms(const Backend& backend);
 
+// What the last step cost besides the GPU's work: host time from begin() to submit() (recording the command
+// buffer), the dispatches and barriers it recorded, and the GPU time as above. Zeros for a non-Vulkan backend.
+struct VulkanStepStats {
+    double gpu_ms = -1;
+    double record_ms = 0;
+    int64_t dispatches = 0;
+    int64_t barriers = 0;
+    int64_t descriptor_writes = 0;  // sets written this step (the rest came from the cache)
+};
+VulkanStepStats vulkan_last_step_stats(const Backend& backend);
+
 }  // namespace strata

@@ -281,7 +281,7 @@ Readback VulkanBackend::readback(Buf src, int64_t n) {
     if (n > 0) {
         p.where = reserve(results_, static_cast<uint64_t>(n) * 4, "a readback page");
         // The copy is a transfer read of src: ordered against the dispatches around it like any other access.
-        const Binding b{s.buffer.handle(), 0, 0, 0, src.id, false};
+        const Binding b{s.buffer.handle(), static_cast<uint64_t>(src.offset) * 4, static_cast<uint64_t>(n) * 4, 0, src.id, false};
         access(std::span<const Binding>(&b, 1));
         const VkBufferCopy region{static_cast<uint64_t>(src.offset) * 4, p.where.offset, static_cast<uint64_t>(n) * 4};
         vkCmdCopyBuffer(step_.cmd(), s.buffer.handle(), results_.pages[p.where.page].handle(), 1, &region);

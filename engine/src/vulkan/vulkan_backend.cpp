@@ -20,7 +20,6 @@ constexpr uint32_t kProfiledDispatches = 16384;  // per step; later dispatches g
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-bool contains(const std::vector<uint32_t>& v, uint32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
 KernelTuning tuning_for(const VulkanDeviceInfo& device) {
     KernelTuning t;
@@ -217,22 +216,25 @@ void VulkanBackend::barrier() {
                        VK_ACCESS_TRANSFER_WRITE_BIT;
     const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
     vkCmdPipelineBarrier(step_.cmd(), stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    ++stats_.barriers;
     written_.clear();
     read_.clear();
 }
 
 void VulkanBackend::access(std::span<const Binding> bindings) {
+    auto overlaps = [](const std::vector<Touched>& set, const Binding& b) {
+        return std::any_of(set.begin(), set.end(), [&](const Touched& t) {
+            return t.id == b.track && t.begin < b.offset + b.range && b.offset < t.end;
+        });
+    };
     bool conflict = false;
     for (const Binding& b : bindings) {
         if (b.track == kUntracked) continue;
-        if (contains(written_, b.track) || (b.write && contains(read_, b.track))) conflict = true;
+        if (overlaps(written_, b) || (b.write && overlaps(read_, b))) conflict = true;
     }
     if (conflict) barrier();
-    for (const Binding& b : bindings) {
-        if (b.track == kUntracked) continue;
-        std::vector<uint32_t>& set = b.write ? written_ : read_;
-        if (!contains(set, b.track)) set.push_back(b.track);
-    }
+    for (const Binding& b : bindings)
+        if (b.track != kUntracked) (b.write ? written_ : read_).push_back(Touched{b.track, b.offset, b.offset + b.range});
 }
 
 void VulkanBackend::dispatch(const Kernel& k, std::span<const Binding> bindings, const void* push, uint64_t groups) {
@@ -269,7 +271,9 @@ void VulkanBackend::dispatch(const Kernel& k, std::span<const Binding> bindings,
             writes[i].pBufferInfo = &infos[i];
         }
         vkUpdateDescriptorSets(ctx_->device(), static_cast<uint32_t>(bindings.size()), writes, 0, nullptr);
+        ++stats_.descriptor_writes;
     }
+    ++stats_.dispatches;
     VkCommandBuffer cmd = step_.cmd();
     if (bound_pipeline_ != k.pipeline()) {
         vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, k.pipeline());
@@ -289,6 +293,8 @@ void VulkanBackend::dispatch(const Kernel& k, std::span<const Binding> bindings,
 // ---------------------------------------------------------------------------------------------- steps
 
 void VulkanBackend::begin() {
+    step_began_ = std::chrono::steady_clock::now();
+    stats_ = VulkanStepStats{};
     step_.begin();
     // The previous step has finished (submit waited), so its pages and freed buffers are free again.
     retired_.clear();
@@ -329,6 +335,7 @@ void VulkanBackend::submit() {
     vkCmdPipelineBarrier(step_.cmd(), VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                          VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
     if (timestamps_) vkCmdWriteTimestamp(step_.cmd(), VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timestamps_, 1);
+    stats_.record_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_began_).count();
     step_.submit_and_wait();
     retired_.clear();
     if (timestamps_) {
@@ -356,6 +363,8 @@ void VulkanBackend::submit() {
     }
     for (Buffer& page : results_.pages) page.invalidate();
     results_ready_ = true;
+    stats_.gpu_ms = last_step_ms_;
+    last_stats_ = stats_;
 }
 
 std::string VulkanBackend::profile_report() const {
@@ -433,6 +442,11 @@ VulkanBandwidth vulkan_read_bandwidth(Backend& backend, uint64_t bytes, int repe
     auto* vb = dynamic_cast<vk::VulkanBackend*>(&backend);
     if (!vb) throw Error("read bandwidth is measured on a Vulkan backend, not on " + backend.info().backend);
     return vb->read_bandwidth(bytes, repeats);
+}
+
+VulkanStepStats vulkan_last_step_stats(const Backend& backend) {
+    const auto* vb = dynamic_cast<const vk::VulkanBackend*>(&backend);
+    return vb ? vb->last_step_stats() : VulkanStepStats{};
 }
 
 double vulkan_last_step_gpu_ms(const Backend& backend) {

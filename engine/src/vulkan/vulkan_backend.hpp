@@ -12,6 +12,7 @@
 // written since the last barrier is touched again, or one read since then is written (RAW, WAW, WAR).
 // Results. readback() and topk() write into host-visible pages at their place in the step; fetch() and
 // topk_result() read the pages after submit().
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -29,7 +30,7 @@ namespace strata::vk {
 
 // A range of a buffer as one shader binding sees it: it starts at `offset` (aligned) and the shader adds
 // `first` elements to reach the data. `track` is the buffer id used for hazard tracking (kUntracked for
-// weights and host pages, which no dispatch writes after they are filled).
+// weights and host pages, which no dispatch writes after they are filled). offset and range are bytes.
 struct Binding {
     VkBuffer buffer = VK_NULL_HANDLE;
     uint64_t offset = 0;
@@ -93,6 +94,7 @@ public:
     // Beyond the interface (strata/vulkan.hpp).
     VulkanBandwidth read_bandwidth(uint64_t bytes, int repeats);
     double last_step_gpu_ms() const { return last_step_ms_; }
+    VulkanStepStats last_step_stats() const { return last_stats_; }
     std::string profile_report() const;
     Context& context() { return *ctx_; }
 
@@ -178,6 +180,8 @@ private:
     HostArena results_;
     VkQueryPool timestamps_ = VK_NULL_HANDLE;  // [0] step start, [1] step end, [2..] per dispatch when profiling
     double last_step_ms_ = -1;
+    VulkanStepStats stats_, last_stats_;  // the step being recorded, the last one run
+    std::chrono::steady_clock::time_point step_began_;
     // STRATA_VK_PROFILE=1: a timestamp after every dispatch; GPU time summed per kernel (profile_report()).
     struct KernelTime {
         double ms = 0;
@@ -187,7 +191,13 @@ private:
     std::vector<std::string> profiled_;  // kernel of each per-dispatch timestamp in this step
     std::map<std::string, KernelTime> profile_;
     VkPipeline bound_pipeline_ = VK_NULL_HANDLE;
-    std::vector<uint32_t> written_, read_;  // buffers touched since the last barrier
+    // Byte ranges of buffers touched since the last barrier: disjoint ranges of one buffer (the rows of the
+    // logits written chunk by chunk, a KV cache row) need no barrier between them.
+    struct Touched {
+        uint32_t id;
+        uint64_t begin, end;
+    };
+    std::vector<Touched> written_, read_;
 
     struct Pending {
         bool is_topk = false;
