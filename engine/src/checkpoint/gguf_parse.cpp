@@ -17,6 +17,12 @@ namespace {
 constexpr int kMaxArrayDepth = 4;
 // ggml's GGML_MAX_DIMS.
 constexpr uint32_t kMaxDims = 4;
+// Counts are checked against the bytes left, but a multi-gigabyte file leaves room for absurd ones whose
+// containers (tens of bytes per element) would not fit in memory: reserve at most this much up front and let real
+// elements, each read from the file, grow the rest. Arrays beyond kMaxArray elements (a Llama 3 vocabulary has
+// 128256 tokens and 280147 merges) are refused outright.
+constexpr uint64_t kMaxReserve = 1 << 16;
+constexpr uint64_t kMaxArray = uint64_t(1) << 26;
 
 class Cursor {
 public:
@@ -151,12 +157,17 @@ Value read_value(Cursor& c, uint32_t raw_type, const std::string& key, int depth
                    std::string(value_type_name(v.elem)) + " cannot fit in the " + std::to_string(c.left()) +
                    " bytes left",
                count_at);
+    if (n > kMaxArray)
+        c.fail("metadata " + key + ": array of " + std::to_string(n) + " elements is beyond any model's (at most " +
+                   std::to_string(kMaxArray) + ")",
+               count_at);
+    const uint64_t reserve = std::min(n, kMaxReserve);
     switch (v.elem) {
-        case ValueType::String: v.strings.reserve(n); break;
+        case ValueType::String: v.strings.reserve(reserve); break;
         case ValueType::Float32:
-        case ValueType::Float64: v.floats.reserve(n); break;
-        case ValueType::Array: v.items.reserve(n); break;
-        default: v.ints.reserve(n); break;
+        case ValueType::Float64: v.floats.reserve(reserve); break;
+        case ValueType::Array: v.items.reserve(reserve); break;
+        default: v.ints.reserve(reserve); break;
     }
     for (uint64_t k = 0; k < n; ++k) {
         if (v.elem == ValueType::Array) {
@@ -201,7 +212,7 @@ File parse(std::span<const std::byte> bytes, const std::string& file_name) {
                16);
 
     std::unordered_set<std::string> keys;
-    f.metadata.reserve(n_kv);
+    f.metadata.reserve(std::min(n_kv, kMaxReserve));
     for (uint64_t k = 0; k < n_kv; ++k) {
         const uint64_t key_at = c.pos();
         std::string key = c.read_string("metadata key");
@@ -221,7 +232,7 @@ File parse(std::span<const std::byte> bytes, const std::string& file_name) {
     }
 
     std::unordered_set<std::string> names;
-    f.tensors.reserve(n_tensors);
+    f.tensors.reserve(std::min(n_tensors, kMaxReserve));
     for (uint64_t k = 0; k < n_tensors; ++k) {
         const uint64_t info_at = c.pos();
         TensorInfo t;

@@ -421,6 +421,12 @@ private:
 }  // namespace
 
 std::vector<Tensor> read_state_dict(std::span<const std::byte> bytes, const std::string& file) {
+    // Each opcode can make an object of tens of bytes; a state dict pickle is kilobytes (a few MB for the largest
+    // models), so a huge one is refused before it can cost gigabytes.
+    constexpr size_t kMaxPickle = size_t(256) << 20;
+    if (bytes.size() > kMaxPickle)
+        throw FormatError(file + ": a pickle of " + std::to_string(bytes.size()) +
+                          " bytes is far larger than any state dict's (at most " + std::to_string(kMaxPickle) + ")");
     return Machine(bytes, file).run();
 }
 
