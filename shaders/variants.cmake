@@ -7,6 +7,8 @@ set(STRATA_SHADER_VARIANTS
   "swiglu|swiglu.comp"
   "rope|rope.comp"
   "attention|attention.comp"
+  "attention_split|attention.comp|SPLIT=1"
+  "attention_combine|attention_combine.comp"
   "topk|topk.comp"
   "topk_merge|topk.comp|MERGE=1"
   "read_bandwidth|read_bandwidth.comp"

@@ -245,41 +245,45 @@ TEST_CASE("vulkan: rope matches the CPU backend", "[vulkan]") {
     require_no_validation_messages();
 }
 
-TEST_CASE("vulkan: attention matches the CPU backend (grouped-query, causal, probs)", "[vulkan]") {
-    Backends backends;
+TEST_CASE("vulkan: attention matches the CPU backend (grouped-query, causal, probs, split keys)", "[vulkan]") {
     struct Case {
         int64_t n_heads, n_kv_heads, head_dim, T, pos0;
     };
-    for (const Case& c : {Case{2, 1, 64, 1, 0}, Case{4, 2, 128, 5, 3}, Case{3, 3, 8, 1, 130}, Case{2, 1, 64, 7, 140},
-                          Case{1, 1, 256, 2, 1}}) {
-        for (bool probs : {false, true}) {
-            INFO("heads " << c.n_heads << ":" << c.n_kv_heads << " head_dim " << c.head_dim << " T " << c.T
-                          << " pos0 " << c.pos0 << " probs " << probs);
-            const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim, L = c.pos0 + c.T;
-            Filler f;
-            const int32_t iq = f.add(random_floats(c.T * q_dim, 41));
-            const int32_t ik = f.add(random_floats(L * kv_dim, 42));
-            const int32_t iv = f.add(random_floats(L * kv_dim, 43));
-            const Model& m = f.model(c.n_heads, c.n_kv_heads, c.head_dim, 256);
-            auto [got, want] = on_both(backends, m, [&](Backend& b) {
-                Buf q = b.alloc(c.T * q_dim, "q"), k = b.alloc(L * kv_dim, "k"), v = b.alloc(L * kv_dim, "v");
-                b.begin();
-                f.fill(b, q, iq, c.T * q_dim);
-                f.fill(b, k, ik, L * kv_dim);
-                f.fill(b, v, iv, L * kv_dim);
-                Guarded out = Guarded::make(b, f, c.T * q_dim, "out");
-                Guarded p = Guarded::make(b, f, c.n_heads * c.T * L, "probs");
-                b.attention(out.inner(), q, k, v, c.T, c.pos0, probs ? p.inner() : Buf{});
-                Readback ro = b.readback(out.whole, c.T * q_dim + 2 * Guarded::kPad);
-                Readback rp = b.readback(p.whole, c.n_heads * c.T * L + 2 * Guarded::kPad);
-                b.submit();
-                std::vector<float> all = unguard(b.fetch(ro), c.T * q_dim);
-                std::vector<float> pr = unguard(b.fetch(rp), c.n_heads * c.T * L);
-                if (probs) all.insert(all.end(), pr.begin(), pr.end());
-                else for (float x : pr) REQUIRE(x == kSentinel);  // no probs requested: untouched
-                return all;
-            });
-            require_close(got, want, 1e-5);
+    // The default path, then with the keys of every decode (up to 4 queries) split over workgroups and merged.
+    for (const char* split_from : {"1000000", "1"}) {
+        ScopedEnv env("STRATA_VK_ATTN_SPLIT_FROM", split_from);
+        Backends backends;
+        for (const Case& c : {Case{2, 1, 64, 1, 0}, Case{4, 2, 128, 5, 3}, Case{3, 3, 8, 1, 130}, Case{2, 1, 64, 7, 140},
+                              Case{1, 1, 256, 2, 1}, Case{2, 1, 64, 3, 600}, Case{4, 2, 128, 1, 300}}) {
+            for (bool probs : {false, true}) {
+                INFO("split from " << split_from << " heads " << c.n_heads << ":" << c.n_kv_heads << " head_dim "
+                                   << c.head_dim << " T " << c.T << " pos0 " << c.pos0 << " probs " << probs);
+                const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim, L = c.pos0 + c.T;
+                Filler f;
+                const int32_t iq = f.add(random_floats(c.T * q_dim, 41));
+                const int32_t ik = f.add(random_floats(L * kv_dim, 42));
+                const int32_t iv = f.add(random_floats(L * kv_dim, 43));
+                const Model& m = f.model(c.n_heads, c.n_kv_heads, c.head_dim, 1024);
+                auto [got, want] = on_both(backends, m, [&](Backend& b) {
+                    Buf q = b.alloc(c.T * q_dim, "q"), k = b.alloc(L * kv_dim, "k"), v = b.alloc(L * kv_dim, "v");
+                    b.begin();
+                    f.fill(b, q, iq, c.T * q_dim);
+                    f.fill(b, k, ik, L * kv_dim);
+                    f.fill(b, v, iv, L * kv_dim);
+                    Guarded out = Guarded::make(b, f, c.T * q_dim, "out");
+                    Guarded p = Guarded::make(b, f, c.n_heads * c.T * L, "probs");
+                    b.attention(out.inner(), q, k, v, c.T, c.pos0, probs ? p.inner() : Buf{});
+                    Readback ro = b.readback(out.whole, c.T * q_dim + 2 * Guarded::kPad);
+                    Readback rp = b.readback(p.whole, c.n_heads * c.T * L + 2 * Guarded::kPad);
+                    b.submit();
+                    std::vector<float> all = unguard(b.fetch(ro), c.T * q_dim);
+                    std::vector<float> pr = unguard(b.fetch(rp), c.n_heads * c.T * L);
+                    if (probs) all.insert(all.end(), pr.begin(), pr.end());
+                    else for (float x : pr) REQUIRE(x == kSentinel);  // no probs requested: untouched
+                    return all;
+                });
+                require_close(got, want, 1e-5);
+            }
         }
     }
     require_no_validation_messages();

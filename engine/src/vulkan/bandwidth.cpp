@@ -17,7 +17,7 @@ VulkanBandwidth VulkanBackend::read_bandwidth(uint64_t bytes, int repeats) {
     repeats = std::max(repeats, 1);
     Buffer data(*ctx_, bytes, Memory::DeviceLocal, "the bandwidth test buffer");
     Buffer sink(*ctx_, 16, Memory::DeviceLocal, "the bandwidth sink");
-    const Kernel& k = kernel({"read_bandwidth", 2, 4, {}});
+    const Kernel& k = kernel("read_bandwidth", 2, 4);
     forget_descriptor_sets();  // the set below names buffers that die with this function
     const VkDescriptorSet set = descriptors_.allocate(k.set_layout());
     VkDescriptorBufferInfo infos[2] = {{data.handle(), 0, data.size()}, {sink.handle(), 0, sink.size()}};

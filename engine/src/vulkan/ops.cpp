@@ -51,10 +51,21 @@ struct AttentionPush {
     uint32_t write_probs;
     float scale;
     uint32_t p_T, p_t0, p_L;
+    uint32_t n_splits, split_keys;
+};
+struct CombinePush {
+    uint32_t T, n_heads, head_dim, n_splits, parts_first, o_first;
 };
 struct TopkPush {
     uint32_t n, k, in_first, out_first;
 };
+
+// The weight-reading variants of shaders/variants.cmake, per stored type.
+constexpr WeightVariants kEmbed{"embed_f32", "embed_f16", "embed_bf16"};
+constexpr WeightVariants kRmsnorm{"rmsnorm_f32", "rmsnorm_f16", "rmsnorm_bf16"};
+constexpr WeightVariants kMatvec{"matvec_f32", "matvec_f16", "matvec_bf16"};
+constexpr WeightVariants kMatvecVec{"matvec_vec_f32", "matvec_vec_f16", "matvec_vec_bf16"};
+constexpr WeightVariants kMatmul{"matmul_f32", "matmul_f16", "matmul_bf16"};
 
 }  // namespace
 
@@ -63,12 +74,14 @@ const ModelConfig& VulkanBackend::config(const char* op) const {
     return model_->config;
 }
 
-std::string VulkanBackend::weight_variant(const char* op, DType t) {
+std::string_view VulkanBackend::weight_variant(const WeightVariants& v, DType t) {
     switch (t) {
-        case DType::F32: return std::string(op) + "_f32";
-        case DType::F16: return std::string(op) + "_f16";
-        case DType::BF16: return std::string(op) + "_bf16";
-        default: throw UnsupportedError("not supported yet: " + std::string(dtype_name(t)) + " weights in " + op + " (Vulkan backend)");
+        case DType::F32: return v.f32;
+        case DType::F16: return v.f16;
+        case DType::BF16: return v.bf16;
+        default:
+            throw UnsupportedError("not supported yet: " + std::string(dtype_name(t)) + " weights in " + v.f32 +
+                                   " (Vulkan backend)");
     }
 }
 
@@ -76,7 +89,7 @@ std::string VulkanBackend::weight_variant(const char* op, DType t) {
 
 void VulkanBackend::swiglu(Buf out, Buf a, Buf b, int64_t n) {
     require_recording("swiglu");
-    const Kernel& k = kernel({"swiglu", 3, sizeof(ElementwisePush), {}});
+    const Kernel& k = kernel("swiglu", 3, sizeof(ElementwisePush));
     for (int64_t i0 = 0; i0 < n; i0 += max_binding_floats()) {
         const int64_t c = std::min(max_binding_floats(), n - i0);
         const Binding bs[] = {bind(a, i0, c, false, "swiglu"), bind(b, i0, c, false, "swiglu"), bind(out, i0, c, true, "swiglu")};
@@ -87,7 +100,7 @@ void VulkanBackend::swiglu(Buf out, Buf a, Buf b, int64_t n) {
 
 void VulkanBackend::add(Buf out, Buf a, Buf b, int64_t n) {
     require_recording("add");
-    const Kernel& k = kernel({"add", 3, sizeof(ElementwisePush), {}});
+    const Kernel& k = kernel("add", 3, sizeof(ElementwisePush));
     for (int64_t i0 = 0; i0 < n; i0 += max_binding_floats()) {
         const int64_t c = std::min(max_binding_floats(), n - i0);
         const Binding bs[] = {bind(a, i0, c, false, "add"), bind(b, i0, c, false, "add"), bind(out, i0, c, true, "add")};
@@ -100,7 +113,7 @@ void VulkanBackend::copy(Buf dst, Buf src, int64_t n) {
     require_recording("copy");
     if (dst.id == src.id && n > 0 && dst.offset < src.offset + n && src.offset < dst.offset + n && dst.offset != src.offset)
         throw Error("vulkan backend: copy between overlapping ranges of one buffer");
-    const Kernel& k = kernel({"copy", 2, sizeof(CopyPush), {}});
+    const Kernel& k = kernel("copy", 2, sizeof(CopyPush));
     for (int64_t i0 = 0; i0 < n; i0 += max_binding_floats()) {
         const int64_t c = std::min(max_binding_floats(), n - i0);
         const Binding bs[] = {bind(src, i0, c, false, "copy"), bind(dst, i0, c, true, "copy")};
@@ -129,7 +142,7 @@ void VulkanBackend::embed(Buf out, std::span<const int32_t> tokens) {
     std::memcpy(tokens_.pages[slice.page].mapped() + slice.offset, tokens.data(), static_cast<size_t>(T) * 4);
     const Binding tok = bind_host(tokens_, slice, static_cast<uint64_t>(T) * 4, false);
 
-    const Kernel& k = kernel({weight_variant("embed", d.dtype), 3, sizeof(EmbedPush), {}});
+    const Kernel& k = kernel(weight_variant(kEmbed, d.dtype), 3, sizeof(EmbedPush));
     const int64_t per = std::max<int64_t>(1, max_binding_floats() / d.cols);  // tokens per output binding
     for (int64_t t0 = 0; t0 < T; t0 += per) {
         const int64_t tc = std::min(per, T - t0);
@@ -151,7 +164,7 @@ void VulkanBackend::rmsnorm(Buf out, Buf x, const TensorView& weight, int64_t T,
     const DeviceTensor& d = device_tensor(weight);
     const int64_t n = d.rows * d.cols;  // [n], the gain
     if (d.chunks.size() != 1) throw UnsupportedError("vulkan backend: rmsnorm gain " + d.name + " split over bindings");
-    const Kernel& k = kernel({weight_variant("rmsnorm", d.dtype), 3, sizeof(RmsnormPush), {kNormWG}});
+    const Kernel& k = kernel(weight_variant(kRmsnorm, d.dtype), 3, sizeof(RmsnormPush), {kNormWG});
     const int64_t per = std::max<int64_t>(1, max_binding_floats() / n);
     for (int64_t t0 = 0; t0 < T; t0 += per) {
         const int64_t tc = std::min(per, T - t0);
@@ -174,11 +187,15 @@ void VulkanBackend::matmul(Buf out, Buf x, const TensorView& w, int64_t T) {
     if (T <= tuning_.matvec_max_tokens) {
         // Decode and short prompts: stream the weights once per NT tokens. The 16-byte form needs whole
         // 16-byte words per row and x on a 16-byte boundary.
-        const uint32_t nt = T == 1 ? 1 : T == 2 ? 2 : T <= 4 ? 4 : 8;
+        uint32_t nt = T == 1 ? 1 : T == 2 ? 2 : T <= 4 ? 4 : 8;
+        // matvec.comp keeps ROWS * NT * WG partial sums in shared memory: fewer tokens per pass if they do not fit.
+        while (nt > 1 && uint64_t(tuning_.matvec_rows) * nt * tuning_.matvec_workgroup * 4 >
+                             ctx_->limits().maxComputeSharedMemorySize)
+            nt /= 2;
         const int64_t per_word = d.dtype == DType::F32 ? 4 : 8;
         const bool vec = K % per_word == 0 && (x.offset % 4) == 0;
-        const std::string variant = vec ? weight_variant("matvec_vec", d.dtype) : weight_variant("matvec", d.dtype);
-        const Kernel& k = kernel({variant, 3, sizeof(MatvecPush), {tuning_.matvec_workgroup, tuning_.matvec_rows, nt}});
+        const Kernel& k = kernel(weight_variant(vec ? kMatvecVec : kMatvec, d.dtype), 3, sizeof(MatvecPush),
+                                 {tuning_.matvec_workgroup, tuning_.matvec_rows, nt});
         const int64_t per = std::max<int64_t>(1, max_binding_floats() / std::max(K, N));  // tokens per binding
         for (const DeviceTensor::Chunk& c : d.chunks) {
             for (int64_t t0 = 0; t0 < T; t0 += per) {
@@ -194,7 +211,7 @@ void VulkanBackend::matmul(Buf out, Buf x, const TensorView& w, int64_t T) {
     }
 
     // Prefill: tiles of 64 tokens x 64 rows; tokens split further when x or out would exceed one binding.
-    const Kernel& k = kernel({weight_variant("matmul", d.dtype), 3, sizeof(MatmulPush), {}});
+    const Kernel& k = kernel(weight_variant(kMatmul, d.dtype), 3, sizeof(MatmulPush));
     const int64_t per = std::max<int64_t>(1, max_binding_floats() / std::max(K, N));
     for (const DeviceTensor::Chunk& c : d.chunks) {
         for (int64_t t0 = 0; t0 < T; t0 += per) {
@@ -216,7 +233,7 @@ void VulkanBackend::rope(Buf x, int64_t T, int64_t n_heads, int64_t pos0) {
     if (T <= 0) return;
     const int64_t half = c.head_dim / 2, row = n_heads * c.head_dim;
     ensure_rope_table(pos0 + T);
-    const Kernel& k = kernel({"rope", 2, sizeof(RopePush), {}});
+    const Kernel& k = kernel("rope", 2, sizeof(RopePush));
     const int64_t per = std::max<int64_t>(1, max_binding_floats() / row);
     for (int64_t t0 = 0; t0 < T; t0 += per) {
         const int64_t tc = std::min(per, T - t0);
@@ -235,17 +252,14 @@ void VulkanBackend::attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t 
         throw UnsupportedError("vulkan backend: attention supports head_dim up to " + std::to_string(kMaxHeadDim) +
                                ", the model has " + std::to_string(c.head_dim));
     const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), L = pos0 + T;
-    const Kernel& k = kernel({"attention", 5, sizeof(AttentionPush), {}});
     const Binding kb = bind(k_cache, 0, L * kv_dim, false, "attention");
     const Binding vb = bind(v_cache, 0, L * kv_dim, false, "attention");
-    const Binding pb = probs.valid() ? bind(probs, 0, c.n_heads * T * L, true, "attention")
-                                     : bind(Buf{dummy_, 0, 0}, 0, 1, true, "attention");
+    Binding none = bind(Buf{dummy_, 0, 0}, 0, 1, true, "attention");
+    none.track = kUntracked;  // stands in for absent probs: nothing reads it, so it orders nothing
+    const Binding pb = probs.valid() ? bind(probs, 0, c.n_heads * T * L, true, "attention") : none;
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
-    const int64_t per = std::max<int64_t>(1, max_binding_floats() / q_dim);  // queries per q/out binding
-    for (int64_t t0 = 0; t0 < T; t0 += per) {
-        const int64_t tc = std::min(per, T - t0);
-        const Binding bs[] = {bind(q, t0 * q_dim, tc * q_dim, false, "attention"), kb, vb,
-                              bind(out, t0 * q_dim, tc * q_dim, true, "attention"), pb};
+    // The push constants for queries [t0, t0 + tc) of the T.
+    auto push_for = [&](int64_t t0, int64_t tc, const Binding& qb, const Binding& ob) {
         AttentionPush push{};
         push.T = u32(tc);
         push.pos0 = u32(pos0 + t0);
@@ -253,16 +267,49 @@ void VulkanBackend::attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t 
         push.n_rep = u32(c.n_rep());
         push.head_dim = u32(c.head_dim);
         push.kv_dim = u32(kv_dim);
-        push.q_first = bs[0].first;
+        push.q_first = qb.first;
         push.k_first = kb.first;
         push.v_first = vb.first;
-        push.o_first = bs[3].first;
+        push.o_first = ob.first;
         push.p_first = pb.first;
         push.write_probs = probs.valid() ? 1u : 0u;
         push.scale = scale;
         push.p_T = u32(T);
         push.p_t0 = u32(t0);
         push.p_L = u32(L);
+        return push;
+    };
+
+    if (!probs.valid() && T <= 4 && L >= tuning_.attention_split_from && T * q_dim <= max_binding_floats()) {
+        // Decode over a long cache: one workgroup per head would leave most of the GPU idle, so the keys are
+        // split over several workgroups per head and the splits merged by a second dispatch.
+        const int64_t split_keys = tuning_.attention_split_keys;
+        const int64_t n_splits = (L + split_keys - 1) / split_keys;
+        const int64_t part_floats = T * c.n_heads * n_splits * (c.head_dim + 2);  // [T, n_heads, n_splits, hd + 2]
+        const Buf parts = scratch(attention_scratch_, part_floats, "attention partial sums");
+        const Binding qb = bind(q, 0, T * q_dim, false, "attention");
+        const Binding partial = bind(parts, 0, part_floats, true, "attention");
+        AttentionPush push = push_for(0, T, qb, partial);
+        push.n_splits = u32(n_splits);
+        push.split_keys = u32(split_keys);
+        const Binding bs[] = {qb, kb, vb, partial, none};
+        dispatch(kernel("attention_split", 5, sizeof(AttentionPush)), bs, &push,
+                 static_cast<uint64_t>(T * c.n_heads * n_splits));
+        Binding parts_in = partial;
+        parts_in.write = false;
+        const Binding cs[] = {parts_in, bind(out, 0, T * q_dim, true, "attention")};
+        const CombinePush cpush{u32(T), u32(c.n_heads), u32(c.head_dim), u32(n_splits), parts_in.first, cs[1].first};
+        dispatch(kernel("attention_combine", 2, sizeof(CombinePush)), cs, &cpush, static_cast<uint64_t>(T * c.n_heads));
+        return;
+    }
+
+    const Kernel& k = kernel("attention", 5, sizeof(AttentionPush));
+    const int64_t per = std::max<int64_t>(1, max_binding_floats() / q_dim);  // queries per q/out binding
+    for (int64_t t0 = 0; t0 < T; t0 += per) {
+        const int64_t tc = std::min(per, T - t0);
+        const Binding bs[] = {bind(q, t0 * q_dim, tc * q_dim, false, "attention"), kb, vb,
+                              bind(out, t0 * q_dim, tc * q_dim, true, "attention"), pb};
+        const AttentionPush push = push_for(t0, tc, bs[0], bs[3]);
         dispatch(k, bs, &push, static_cast<uint64_t>(tc * c.n_heads));
     }
 }
@@ -292,7 +339,7 @@ Readback VulkanBackend::readback(Buf src, int64_t n) {
 
 void VulkanBackend::topk_pass(const Binding& in, bool merge, uint32_t items, uint32_t k, const Binding& out,
                               uint32_t groups) {
-    const Kernel& kern = kernel({merge ? "topk_merge" : "topk", 2, sizeof(TopkPush), {tuning_.topk_workgroup}});
+    const Kernel& kern = kernel(merge ? "topk_merge" : "topk", 2, sizeof(TopkPush), {tuning_.topk_workgroup});
     const Binding bs[] = {in, out};
     const TopkPush push{items, k, in.first, out.first};
     dispatch(kern, bs, &push, groups);
@@ -321,19 +368,7 @@ Readback VulkanBackend::topk(Buf row, int64_t n, int64_t k) {
         uint32_t groups = u32(ceil_div(static_cast<uint64_t>(n), per_group));
         // Candidates of a pass: groups * k pairs; two halves of scratch, one written while the other is read.
         const int64_t half = static_cast<int64_t>(groups) * k * 2;  // in 32-bit words
-        if (topk_scratch_ == kUntracked || slots_[topk_scratch_].floats < 2 * half) {
-            Buffer scratch(*ctx_, static_cast<uint64_t>(2 * half) * 4, Memory::DeviceLocal, "top-k scratch");
-            if (topk_scratch_ == kUntracked) {
-                topk_scratch_ = new_slot(std::move(scratch), 2 * half, "top-k scratch");
-            } else {
-                Slot& s = slots_[topk_scratch_];
-                forget_descriptor_sets();
-                if (step_.recording()) retired_.push_back(std::move(s.buffer));
-                s.buffer = std::move(scratch);
-                s.floats = 2 * half;
-            }
-        }
-        const Buf scratch{topk_scratch_, 0, 2 * half};
+        const Buf cands = scratch(topk_scratch_, 2 * half, "top-k scratch");
         Binding in = bind(row, 0, n, false, "topk");
         bool merge = false;
         uint32_t items = u32(n);
@@ -343,7 +378,7 @@ Readback VulkanBackend::topk(Buf row, int64_t n, int64_t k) {
                 topk_pass(in, merge, items, u32(k), result, 1);
                 break;
             }
-            const Binding cand = bind(scratch, side * half, static_cast<int64_t>(groups) * k * 2, true, "topk");
+            const Binding cand = bind(cands, side * half, static_cast<int64_t>(groups) * k * 2, true, "topk");
             topk_pass(in, merge, items, u32(k), cand, groups);
             in = cand;
             in.write = false;

@@ -39,6 +39,10 @@ KernelTuning tuning_for(const VulkanDeviceInfo& device) {
             t.matvec_rows = rows;
         }
     }
+    if (const char* e = std::getenv("STRATA_VK_ATTN_SPLIT_FROM")) {
+        const long long from = std::atoll(e);
+        if (from >= 1) t.attention_split_from = from;
+    }
     // STRATA_VK_TILED_FROM=T: prompts of T tokens or more use the tiled matmul (tests reach it on lavapipe).
     if (const char* e = std::getenv("STRATA_VK_TILED_FROM")) {
         const long long from = std::atoll(e);
@@ -129,7 +133,7 @@ Buf VulkanBackend::alloc(int64_t n, std::string_view debug_name) {
 
 void VulkanBackend::free(Buf b) {
     if (!b.valid() || b.id >= slots_.size() || !slots_[b.id].live || b.id == dummy_ || b.id == rope_table_ ||
-        b.id == topk_scratch_)
+        b.id == topk_scratch_ || b.id == attention_scratch_)
         return;
     Slot& s = slots_[b.id];
     forget_descriptor_sets();
@@ -139,6 +143,23 @@ void VulkanBackend::free(Buf b) {
     s.live = false;
     s.floats = 0;
     free_slots_.push_back(b.id);
+}
+
+Buf VulkanBackend::scratch(uint32_t& id, int64_t floats, const char* name) {
+    if (id == kUntracked || slots_[id].floats < floats) {
+        Buffer buffer(*ctx_, static_cast<uint64_t>(floats) * 4, Memory::DeviceLocal, name);
+        if (id == kUntracked) {
+            id = new_slot(std::move(buffer), floats, name);
+        } else {
+            Slot& s = slots_[id];
+            forget_descriptor_sets();
+            // Commands already recorded in this step may still use the old one: keep it until the step has run.
+            if (step_.recording()) retired_.push_back(std::move(s.buffer));
+            s.buffer = std::move(buffer);
+            s.floats = floats;
+        }
+    }
+    return Buf{id, 0, floats};
 }
 
 VulkanBackend::Slot& VulkanBackend::slot(Buf b, const char* op) {
@@ -192,15 +213,47 @@ VulkanBackend::HostSlice VulkanBackend::reserve(HostArena& arena, uint64_t bytes
 
 // ---------------------------------------------------------------------------------------------- recording
 
-const Kernel& VulkanBackend::kernel(const KernelSpec& spec) {
-    std::string key = spec.variant;
-    for (uint32_t c : spec.constants) {
-        key += ':';
-        key += std::to_string(c);
+const Kernel& VulkanBackend::kernel(std::string_view variant, uint32_t buffers, uint32_t push_bytes,
+                                    std::initializer_list<uint32_t> constants) {
+    // Key: the variant name, then the constants' bytes, in a stack buffer.
+    char key[96];
+    const size_t need = variant.size() + constants.size() * sizeof(uint32_t);
+    if (need > sizeof key) throw Error("vulkan backend: kernel key too long for " + std::string(variant));
+    std::memcpy(key, variant.data(), variant.size());
+    size_t at = variant.size();
+    for (uint32_t c : constants) {
+        std::memcpy(key + at, &c, sizeof c);
+        at += sizeof c;
     }
-    auto it = kernels_.find(key);
-    if (it == kernels_.end()) it = kernels_.emplace(key, Kernel(*ctx_, spec)).first;
+    const std::string_view k(key, at);
+    auto it = kernels_.find(k);
+    if (it == kernels_.end()) {
+        KernelSpec spec{std::string(variant), buffers, push_bytes, std::vector<uint32_t>(constants)};
+        it = kernels_.emplace(std::string(k), Kernel(*ctx_, spec)).first;
+    }
     return it->second;
+}
+
+bool VulkanBackend::SetKey::operator==(const SetKey& o) const {
+    if (layout != o.layout || count != o.count) return false;
+    for (uint32_t i = 0; i < count; ++i)
+        if (infos[i].buffer != o.infos[i].buffer || infos[i].offset != o.infos[i].offset ||
+            infos[i].range != o.infos[i].range)
+            return false;
+    return true;
+}
+
+size_t VulkanBackend::SetKeyHash::operator()(const SetKey& k) const {
+    // FNV-1a over the words that identify the set.
+    uint64_t h = 1469598103934665603ull;
+    auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+    mix(reinterpret_cast<uint64_t>(k.layout));
+    for (uint32_t i = 0; i < k.count; ++i) {
+        mix(reinterpret_cast<uint64_t>(k.infos[i].buffer));
+        mix(k.infos[i].offset);
+        mix(k.infos[i].range);
+    }
+    return static_cast<size_t>(h);
 }
 
 void VulkanBackend::require_recording(const char* op) const {
@@ -239,7 +292,7 @@ void VulkanBackend::access(std::span<const Binding> bindings) {
 
 void VulkanBackend::dispatch(const Kernel& k, std::span<const Binding> bindings, const void* push, uint64_t groups) {
     if (groups == 0) return;
-    if (bindings.size() != k.buffers())
+    if (bindings.size() != k.buffers() || bindings.size() > 8)
         throw Error("vulkan backend: " + k.name() + " takes " + std::to_string(k.buffers()) + " buffers, got " +
                     std::to_string(bindings.size()));
     const uint64_t max_x = ctx_->max_groups_x();
@@ -251,16 +304,15 @@ void VulkanBackend::dispatch(const Kernel& k, std::span<const Binding> bindings,
     access(bindings);
 
     // The set for these exact ranges: cached from an earlier dispatch (of this step or one before) or new.
-    VkDescriptorBufferInfo infos[8];
+    SetKey key;
+    key.layout = k.set_layout();
+    key.count = static_cast<uint32_t>(bindings.size());
+    VkDescriptorBufferInfo* infos = key.infos;
     for (size_t i = 0; i < bindings.size(); ++i)
         infos[i] = VkDescriptorBufferInfo{bindings[i].buffer, bindings[i].offset, bindings[i].range};
-    std::string key(sizeof(VkDescriptorSetLayout) + bindings.size() * sizeof(VkDescriptorBufferInfo), '\0');
-    const VkDescriptorSetLayout layout = k.set_layout();
-    std::memcpy(key.data(), &layout, sizeof layout);
-    std::memcpy(key.data() + sizeof layout, infos, bindings.size() * sizeof(VkDescriptorBufferInfo));
     VkDescriptorSet& set = set_cache_[key];
     if (!set) {
-        set = descriptors_.allocate(layout);
+        set = descriptors_.allocate(key.layout);
         VkWriteDescriptorSet writes[8];
         for (size_t i = 0; i < bindings.size(); ++i) {
             writes[i] = make<VkWriteDescriptorSet>(VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET);

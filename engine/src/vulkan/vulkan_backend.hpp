@@ -54,6 +54,13 @@ struct DeviceTensor {
     std::vector<Chunk> chunks;
 };
 
+// The names of one weight-reading shader's variants, one per stored type.
+struct WeightVariants {
+    const char* f32;
+    const char* f16;
+    const char* bf16;
+};
+
 // Kernel shapes, chosen per device kind. A GPU wants wide workgroups; a CPU device (lavapipe) runs a workgroup
 // as a loop over SIMD lanes where every barrier is a costly switch, so it gets one subgroup per workgroup and
 // the weight-streaming kernel for prompts too. STRATA_VK_MATVEC="WG,ROWS" overrides the matvec shape (bench),
@@ -63,6 +70,10 @@ struct KernelTuning {
     uint32_t matvec_rows = 2;             // output rows per workgroup
     int64_t matvec_max_tokens = 8;        // prompts up to this many tokens use matvec.comp, longer ones matmul.comp
     uint32_t topk_workgroup = 256;
+    // Decode (up to 4 queries) over at least this many keys splits the keys over several workgroups per head
+    // and merges them (attention_combine.comp). STRATA_VK_ATTN_SPLIT_FROM overrides it (tests).
+    int64_t attention_split_from = 1024;
+    int64_t attention_split_keys = 256;   // keys per split, a multiple of attention.comp's 128
 };
 
 class VulkanBackend final : public Backend {
@@ -115,7 +126,10 @@ private:
     Binding bind_weight(const DeviceTensor::Chunk& c) const;
 
     // ---- recording (vulkan_backend.cpp)
-    const Kernel& kernel(const KernelSpec& spec);
+    // The pipeline for a variant with these specialization constants (built on first use). Looked up with no
+    // allocation: it runs for every dispatch.
+    const Kernel& kernel(std::string_view variant, uint32_t buffers, uint32_t push_bytes,
+                         std::initializer_list<uint32_t> constants = {});
     void require_recording(const char* op) const;
     // Records a barrier first when this access conflicts with one since the last barrier.
     void access(std::span<const Binding> bindings);
@@ -145,13 +159,13 @@ private:
 
     // ---- ops helpers (ops.cpp)
     const ModelConfig& config(const char* op) const;
-    static std::string weight_variant(const char* op, DType t);
+    static std::string_view weight_variant(const WeightVariants& v, DType t);
     void topk_pass(const Binding& in, bool merge, uint32_t items, uint32_t k, const Binding& out, uint32_t groups);
 
     BackendOptions options_;
     std::unique_ptr<Context> ctx_;  // first member: destroyed last, after everything that borrows it
     KernelTuning tuning_;
-    std::map<std::string, Kernel> kernels_;
+    std::map<std::string, Kernel, std::less<>> kernels_;
     std::vector<Slot> slots_;
     std::vector<uint32_t> free_slots_;
     std::vector<Buffer> retired_;  // freed during a step; destroyed once the step has run
@@ -163,6 +177,9 @@ private:
     uint32_t rope_table_ = kUntracked;  // slot of the [positions, head_dim/2, (cos, sin)] table
     int64_t rope_positions_ = 0;
     uint32_t topk_scratch_ = kUntracked;  // slot of the top-k candidates (two halves, ping-pong)
+    uint32_t attention_scratch_ = kUntracked;  // slot of split attention's partial sums
+    // An internal scratch slot of at least `floats` (replaced by a bigger buffer when short).
+    Buf scratch(uint32_t& slot, int64_t floats, const char* name);
     uint32_t dummy_ = kUntracked;         // slot bound where an op has no buffer (attention without probs)
 
     Sequence step_;
@@ -170,7 +187,16 @@ private:
     // as the one before, so it allocates and writes almost none. Destroying any buffer makes the cache stale;
     // it is dropped (and its pools reset) when the next step begins, as commands being recorded may still use it.
     DescriptorArena descriptors_;
-    std::unordered_map<std::string, VkDescriptorSet> set_cache_;
+    struct SetKey {
+        VkDescriptorSetLayout layout = VK_NULL_HANDLE;
+        uint32_t count = 0;
+        VkDescriptorBufferInfo infos[8]{};
+        bool operator==(const SetKey& o) const;
+    };
+    struct SetKeyHash {
+        size_t operator()(const SetKey& k) const;
+    };
+    std::unordered_map<SetKey, VkDescriptorSet, SetKeyHash> set_cache_;
     bool sets_stale_ = false;
     void forget_descriptor_sets() {
         set_cache_.clear();
