@@ -8,7 +8,9 @@ layout(local_size_x = 128) in;
 #define WG 128u
 layout(std430, binding = 0) readonly buffer Parts { float parts[]; };  // [T, n_heads, n_splits, head_dim + 2]
 layout(std430, binding = 1) writeonly buffer O { float o[]; };         // [T, n_heads * head_dim]
-layout(push_constant) uniform Push { uint T; uint n_heads; uint head_dim; uint n_splits; uint parts_first; uint o_first; } p;
+layout(push_constant) uniform Push {
+    uint T; uint n_heads; uint head_dim; uint n_splits; uint parts_first; uint o_first;
+} p;
 void main() {
     const uint g = group_index();  // t * n_heads + h
     if (g >= p.T * p.n_heads) return;

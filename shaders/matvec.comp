@@ -83,7 +83,8 @@ void main() {
         for (uint i = 0u; i < ROWS * NT; ++i) {
             const float s = subgroupAdd(acc[i]);
             const uint r = i / NT, t = i % NT;
-            if (subgroupElect() && row0 + r < p.rows && t0 + t < p.T) o[p.o_first + (t0 + t) * p.o_stride + row0 + r] = s;
+            if (subgroupElect() && row0 + r < p.rows && t0 + t < p.T)
+                o[p.o_first + (t0 + t) * p.o_stride + row0 + r] = s;
         }
         return;
     }

@@ -44,7 +44,8 @@ uint64_t decode_weight_bytes(const Model& model) {
 
 std::vector<int32_t> bench_prompt(const ModelConfig& c, int64_t n) {
     std::vector<int32_t> p{c.bos_id};
-    for (int64_t i = 1; i < n; ++i) p.push_back(static_cast<int32_t>((i * 7919 + 13) % std::min<int64_t>(c.vocab_size, 128000)));
+    for (int64_t i = 1; i < n; ++i)
+        p.push_back(static_cast<int32_t>((i * 7919 + 13) % std::min<int64_t>(c.vocab_size, 128000)));
     return p;
 }
 
@@ -91,7 +92,8 @@ TEST_CASE("vulkan bench: decode, prefill, trace cost, bandwidth, matvec shapes",
     out["model"] = {{"path", path}, {"parameters", model->parameter_count()}, {"weight_bytes_per_token", weight_bytes}};
     {
         auto gpu = make_backend(vulkan_options());
-        out["device"] = {{"name", gpu->info().device}, {"type", gpu->info().device_type}, {"driver", gpu->info().driver}};
+        out["device"] = {
+            {"name", gpu->info().device}, {"type", gpu->info().device_type}, {"driver", gpu->info().driver}};
         t = Clock::now();
         gpu->load(*model);
         out["upload_seconds"] = since(t);
@@ -112,7 +114,8 @@ TEST_CASE("vulkan bench: decode, prefill, trace cost, bandwidth, matvec shapes",
         const Steps plain = decode_steps(tf, cache, *gpu, pre.last_logits, n_gen, cheap);
         const Steps traced = decode_steps(tf, cache, *gpu, pre.last_logits, n_gen, TraceRequest{});
         const double wall = median(plain.wall_s), gpu_ms = median(plain.gpu_ms);
-        const double bw_wall = double(weight_bytes) / wall * 1e-9, bw_gpu = double(weight_bytes) / (gpu_ms * 1e-3) * 1e-9;
+        const double bw_wall = double(weight_bytes) / wall * 1e-9,
+                     bw_gpu = double(weight_bytes) / (gpu_ms * 1e-3) * 1e-9;
         const VulkanBandwidth bw = vulkan_read_bandwidth(*gpu, 0, 5);
         out["read_bandwidth"] = {{"bytes", bw.bytes}, {"gb_per_s", bw.gb_per_s}};
         out["decode"] = {
@@ -149,7 +152,8 @@ TEST_CASE("vulkan bench: decode, prefill, trace cost, bandwidth, matvec shapes",
         KVCache cache(*gpu, c, 64);
         const Trace pre = tf.prefill(cache, std::span(prompt).subspan(0, std::min<size_t>(16, prompt.size())), cheap);
         const Steps s = decode_steps(tf, cache, *gpu, pre.last_logits, 24, cheap);
-        out["matvec_sweep"][shape] = {{"median_gpu_ms", median(s.gpu_ms)}, {"median_wall_ms", median(s.wall_s) * 1e3},
+        out["matvec_sweep"][shape] = {{"median_gpu_ms", median(s.gpu_ms)},
+                                      {"median_wall_ms", median(s.wall_s) * 1e3},
                                       {"weight_gb_per_s_gpu", double(weight_bytes) / (median(s.gpu_ms) * 1e-3) * 1e-9}};
     }
 

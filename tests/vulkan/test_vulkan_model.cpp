@@ -104,7 +104,7 @@ void check_short_golden(const Model& model, const Trace& trace) {
 
 }  // namespace
 
-TEST_CASE("vulkan: golden short prompt, every tensor, top-1, greedy continuation", "[vulkan][model][golden]") {
+TEST_CASE("golden short prompt, every tensor, top-1, greedy continuation", "[vulkan][model][golden]") {
     const auto model = load_model(golden_hf_dir());
     auto gpu = make_vulkan();
     gpu->load(*model);
@@ -116,7 +116,8 @@ TEST_CASE("vulkan: golden short prompt, every tensor, top-1, greedy continuation
     require_no_validation_messages();
 }
 
-TEST_CASE("vulkan: golden long prompt (scaled RoPE at 600+ positions), prefilled in two chunks, split decode", "[vulkan][model][golden]") {
+TEST_CASE("golden long prompt (scaled RoPE at 600+ positions), prefilled in two chunks, split decode",
+          "[vulkan][model][golden]") {
     const auto model = load_model(golden_hf_dir());
     const ModelConfig& c = model->config;
     // The greedy continuation decodes over 600+ keys: split over workgroups per head (as long contexts are).
@@ -140,7 +141,8 @@ TEST_CASE("vulkan: golden long prompt (scaled RoPE at 600+ positions), prefilled
     traces.push_back(tf.prefill(cache, std::span(tokens).subspan(size_t(split)), all_rows));
 
     const fs::path dir = reference_dir() / "long";
-    for (std::string name : {"x0", "h.0", "h.1", "h.2", "norm"}) check_tensor(joined(traces, name), dir / (name + ".npy"), name);
+    for (std::string name : {"x0", "h.0", "h.1", "h.2", "norm"})
+        check_tensor(joined(traces, name), dir / (name + ".npy"), name);
     const std::vector<float>& logits = traces[1].find("logits")->data;
     check_tensor(logits, dir / "logits_tail.npy", "logits_tail");
     const NpyArray ref = read_npy(dir / "logits_tail.npy");
@@ -150,7 +152,7 @@ TEST_CASE("vulkan: golden long prompt (scaled RoPE at 600+ positions), prefilled
     require_no_validation_messages();
 }
 
-TEST_CASE("vulkan: prefill equals token-by-token decode, streaming and tiled prompt kernels", "[vulkan][model][golden]") {
+TEST_CASE("prefill equals token-by-token decode, streaming and tiled prompt kernels", "[vulkan][model][golden]") {
     const auto model = load_model(golden_hf_dir());
     const auto tokens = prompt_tokens("short");
     const int64_t dim = model->config.dim, T = static_cast<int64_t>(tokens.size());
@@ -175,7 +177,7 @@ TEST_CASE("vulkan: prefill equals token-by-token decode, streaming and tiled pro
     require_no_validation_messages();
 }
 
-TEST_CASE("vulkan: greedy generation equals the CPU backend's, with the default trace", "[vulkan][model]") {
+TEST_CASE("greedy generation equals the CPU backend's, with the default trace", "[vulkan][model]") {
     const auto model = load_model(golden_hf_dir());
     auto cpu = make_cpu();
     auto gpu = make_vulkan();
@@ -203,7 +205,7 @@ TEST_CASE("vulkan: greedy generation equals the CPU backend's, with the default 
     require_no_validation_messages();
 }
 
-TEST_CASE("vulkan: the whole model split over 1 MiB bindings gives the same result", "[vulkan][model][golden]") {
+TEST_CASE("the whole model split over 1 MiB bindings gives the same result", "[vulkan][model][golden]") {
     // tok_embeddings (128256 x 128 bf16, 31 MiB) becomes 32 chunks; logits [15, 128256] are split by rows.
     const auto model = load_model(golden_hf_dir());
     auto whole = make_vulkan();
@@ -218,7 +220,7 @@ TEST_CASE("vulkan: the whole model split over 1 MiB bindings gives the same resu
     require_no_validation_messages();
 }
 
-TEST_CASE("vulkan: clear errors for a bad device, too much memory, bad input and misuse", "[vulkan][model]") {
+TEST_CASE("clear errors for a bad device, too much memory, bad input and misuse", "[vulkan][model]") {
     BackendOptions bad = vulkan_options();
     bad.device_index = 99;
     try {

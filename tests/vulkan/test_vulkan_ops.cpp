@@ -52,7 +52,7 @@ const DType kTypes[] = {DType::F32, DType::F16, DType::BF16};
 
 }  // namespace
 
-TEST_CASE("vulkan: devices are listed and one is chosen", "[vulkan]") {
+TEST_CASE("devices are listed and one is chosen", "[vulkan]") {
     const auto devices = list_vulkan_devices();
     REQUIRE(!devices.empty());
     int chosen = 0;
@@ -70,7 +70,7 @@ TEST_CASE("vulkan: devices are listed and one is chosen", "[vulkan]") {
     require_no_validation_messages();
 }
 
-TEST_CASE("vulkan: add, copy and swiglu match the CPU backend", "[vulkan]") {
+TEST_CASE("add, copy and swiglu match the CPU backend", "[vulkan]") {
     Backends backends;
     for (int64_t n : {1, 255, 257, 1000}) {
         Filler f;
@@ -101,7 +101,7 @@ TEST_CASE("vulkan: add, copy and swiglu match the CPU backend", "[vulkan]") {
     require_no_validation_messages();
 }
 
-TEST_CASE("vulkan: embed matches the CPU backend for every weight type, also split over bindings", "[vulkan]") {
+TEST_CASE("embed matches the CPU backend for every weight type, also split over bindings", "[vulkan]") {
     Backends backends;
     const int64_t V = 1000, W = 24;
     const std::vector<int32_t> tokens = {0, 999, 5, 5, 500, 123};
@@ -120,14 +120,17 @@ TEST_CASE("vulkan: embed matches the CPU backend for every weight type, also spl
             m.config.bos_id = 0;
             auto table = random_tensor("tok_embeddings", type, {V, W}, 7);
             m.tensors["tok_embeddings"] = table->view;
-            auto [got, want] = on_both(backends, m, [&](Backend& b) {
-                Buf out = b.alloc(T * W + 2 * Guarded::kPad, "out");  // zeros around the rows
-                b.begin();
-                b.embed(out.at(Guarded::kPad, T * W), tokens);
-                Readback r = b.readback(out, T * W + 2 * Guarded::kPad);
-                b.submit();
-                return b.fetch(r);
-            }, range);
+            auto [got, want] = on_both(
+                backends, m,
+                [&](Backend& b) {
+                    Buf out = b.alloc(T * W + 2 * Guarded::kPad, "out");  // zeros around the rows
+                    b.begin();
+                    b.embed(out.at(Guarded::kPad, T * W), tokens);
+                    Readback r = b.readback(out, T * W + 2 * Guarded::kPad);
+                    b.submit();
+                    return b.fetch(r);
+                },
+                range);
             REQUIRE(got == want);
             for (int64_t i = 0; i < Guarded::kPad; ++i) REQUIRE((got[i] == 0 && got[got.size() - 1 - i] == 0));
         }
@@ -135,7 +138,7 @@ TEST_CASE("vulkan: embed matches the CPU backend for every weight type, also spl
     require_no_validation_messages();
 }
 
-TEST_CASE("vulkan: rmsnorm matches the CPU backend", "[vulkan]") {
+TEST_CASE("rmsnorm matches the CPU backend", "[vulkan]") {
     Backends backends;
     for (DType type : kTypes) {
         for (int64_t n : {1, 7, 300, 1000}) {
@@ -161,26 +164,30 @@ TEST_CASE("vulkan: rmsnorm matches the CPU backend", "[vulkan]") {
 
 namespace {
 
-void check_matmul(Backends& backends, DType type, int64_t N, int64_t K, int64_t T, int64_t x_offset, uint64_t range = 0) {
+void check_matmul(Backends& backends, DType type, int64_t N, int64_t K, int64_t T, int64_t x_offset,
+                  uint64_t range = 0) {
     INFO(dtype_name(type) << " w [" << N << ", " << K << "], T = " << T << ", x offset " << x_offset
                           << ", binding range " << range);
     Filler f;
     const int32_t ix = f.add(random_floats(T * K, 21));
     auto w = random_tensor("w", type, {N, K}, 22, 0.1f);
     const Model& m = f.model();
-    auto [got, want] = on_both(backends, m, [&](Backend& b) {
-        Buf x = b.alloc(x_offset + T * K, "x");
-        b.begin();
-        f.fill(b, x.at(x_offset, T * K), ix, T * K);
-        b.submit();
-        return run_guarded(b, f, T * N, [&](Buf out) { b.matmul(out, x.at(x_offset, T * K), w->view, T); });
-    }, range);
+    auto [got, want] = on_both(
+        backends, m,
+        [&](Backend& b) {
+            Buf x = b.alloc(x_offset + T * K, "x");
+            b.begin();
+            f.fill(b, x.at(x_offset, T * K), ix, T * K);
+            b.submit();
+            return run_guarded(b, f, T * N, [&](Buf out) { b.matmul(out, x.at(x_offset, T * K), w->view, T); });
+        },
+        range);
     require_close(got, want, 2e-6 * std::sqrt(double(K)) + 1e-6);
 }
 
 }  // namespace
 
-TEST_CASE("vulkan: matmul for decode (T = 1) matches the CPU backend", "[vulkan]") {
+TEST_CASE("matmul for decode (T = 1) matches the CPU backend", "[vulkan]") {
     Backends backends;
     for (DType type : kTypes) {
         check_matmul(backends, type, 1, 8, 1, 0);     // one row
@@ -194,7 +201,7 @@ TEST_CASE("vulkan: matmul for decode (T = 1) matches the CPU backend", "[vulkan]
     require_no_validation_messages();
 }
 
-TEST_CASE("vulkan: matmul for prefill (T > 1) matches the CPU backend, streaming and tiled", "[vulkan]") {
+TEST_CASE("matmul for prefill (T > 1) matches the CPU backend, streaming and tiled", "[vulkan]") {
     for (const char* tiled_from : {"1000000", "2"}) {
         // Short prompts stream the weights (matvec.comp, several tokens per load); the tiled kernel
         // (matmul.comp) takes the long ones, from 2 tokens here so that every shape reaches it.
@@ -211,7 +218,7 @@ TEST_CASE("vulkan: matmul for prefill (T > 1) matches the CPU backend, streaming
     require_no_validation_messages();
 }
 
-TEST_CASE("vulkan: a weight split across several bindings gives the same result", "[vulkan]") {
+TEST_CASE("a weight split across several bindings gives the same result", "[vulkan]") {
     Backends backends;
     // 16 KiB per binding: w [130, 200] f32 (800-byte rows) becomes 27 chunks; x and out are split by tokens.
     check_matmul(backends, DType::F32, 130, 200, 1, 0, 16384);
@@ -221,7 +228,7 @@ TEST_CASE("vulkan: a weight split across several bindings gives the same result"
     require_no_validation_messages();
 }
 
-TEST_CASE("vulkan: rope matches the CPU backend", "[vulkan]") {
+TEST_CASE("rope matches the CPU backend", "[vulkan]") {
     Backends backends;
     struct Case {
         int64_t head_dim, n_heads, T, pos0;
@@ -245,7 +252,7 @@ TEST_CASE("vulkan: rope matches the CPU backend", "[vulkan]") {
     require_no_validation_messages();
 }
 
-TEST_CASE("vulkan: attention matches the CPU backend (grouped-query, causal, probs, split keys)", "[vulkan]") {
+TEST_CASE("attention matches the CPU backend (grouped-query, causal, probs, split keys)", "[vulkan]") {
     struct Case {
         int64_t n_heads, n_kv_heads, head_dim, T, pos0;
     };
@@ -253,8 +260,9 @@ TEST_CASE("vulkan: attention matches the CPU backend (grouped-query, causal, pro
     for (const char* split_from : {"1000000", "1"}) {
         ScopedEnv env("STRATA_VK_ATTN_SPLIT_FROM", split_from);
         Backends backends;
-        for (const Case& c : {Case{2, 1, 64, 1, 0}, Case{4, 2, 128, 5, 3}, Case{3, 3, 8, 1, 130}, Case{2, 1, 64, 7, 140},
-                              Case{1, 1, 256, 2, 1}, Case{2, 1, 64, 3, 600}, Case{4, 2, 128, 1, 300}}) {
+        for (const Case& c :
+             {Case{2, 1, 64, 1, 0}, Case{4, 2, 128, 5, 3}, Case{3, 3, 8, 1, 130}, Case{2, 1, 64, 7, 140},
+              Case{1, 1, 256, 2, 1}, Case{2, 1, 64, 3, 600}, Case{4, 2, 128, 1, 300}}) {
             for (bool probs : {false, true}) {
                 INFO("split from " << split_from << " heads " << c.n_heads << ":" << c.n_kv_heads << " head_dim "
                                    << c.head_dim << " T " << c.T << " pos0 " << c.pos0 << " probs " << probs);
@@ -278,8 +286,10 @@ TEST_CASE("vulkan: attention matches the CPU backend (grouped-query, causal, pro
                     b.submit();
                     std::vector<float> all = unguard(b.fetch(ro), c.T * q_dim);
                     std::vector<float> pr = unguard(b.fetch(rp), c.n_heads * c.T * L);
-                    if (probs) all.insert(all.end(), pr.begin(), pr.end());
-                    else for (float x : pr) REQUIRE(x == kSentinel);  // no probs requested: untouched
+                    if (probs)
+                        all.insert(all.end(), pr.begin(), pr.end());
+                    else
+                        for (float x : pr) REQUIRE(x == kSentinel);  // no probs requested: untouched
                     return all;
                 });
                 require_close(got, want, 1e-5);
@@ -289,7 +299,7 @@ TEST_CASE("vulkan: attention matches the CPU backend (grouped-query, causal, pro
     require_no_validation_messages();
 }
 
-TEST_CASE("vulkan: top-k matches the CPU backend (ties by lower id, -inf, NaN)", "[vulkan]") {
+TEST_CASE("top-k matches the CPU backend (ties by lower id, -inf, NaN)", "[vulkan]") {
     for (int64_t n : {1, 10, 4097, 140000}) {
         for (int64_t k : {1, 10, 64, 100}) {
             INFO("n " << n << " k " << k);

@@ -12,17 +12,17 @@
 namespace strata {
 
 struct VulkanDeviceInfo {
-    int index = 0;                  // what --device N takes (the Vulkan enumeration order)
-    std::string name;               // "NVIDIA H200", "llvmpipe (LLVM 15.0.6, 256 bits)"
-    std::string type;               // "discrete", "integrated", "virtual", "cpu", "other"
-    std::string driver;             // "NVIDIA 580.159.4", "llvmpipe Mesa 22.3.6 (LLVM 15.0.6)"
-    std::string api_version;        // the device's own Vulkan version, "1.3.230"
-    uint64_t memory = 0;            // bytes of the largest device-local heap
+    int index = 0;                          // what --device N takes (the Vulkan enumeration order)
+    std::string name;                       // "NVIDIA H200", "llvmpipe (LLVM 15.0.6, 256 bits)"
+    std::string type;                       // "discrete", "integrated", "virtual", "cpu", "other"
+    std::string driver;                     // "NVIDIA 580.159.4", "llvmpipe Mesa 22.3.6 (LLVM 15.0.6)"
+    std::string api_version;                // the device's own Vulkan version, "1.3.230"
+    uint64_t memory = 0;                    // bytes of the largest device-local heap
     uint64_t max_storage_buffer_range = 0;  // the largest range one binding may cover
     uint32_t subgroup_size = 0;
-    bool usable = false;            // has what Strata needs (Vulkan 1.2, a compute queue, subgroup arithmetic)
-    std::string unusable_reason;    // what it lacks, when !usable
-    bool chosen = false;            // the one picked when no --device is given
+    bool usable = false;          // has what Strata needs (Vulkan 1.2, a compute queue, subgroup arithmetic)
+    std::string unusable_reason;  // what it lacks, when !usable
+    bool chosen = false;          // the one picked when no --device is given
 };
 
 // Every Vulkan device, in the order --device counts them. Throws DeviceError when there is no Vulkan loader or

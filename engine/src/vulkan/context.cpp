@@ -75,8 +75,7 @@ int type_score(const std::string& type) {
 std::string driver_version_string(const VkPhysicalDeviceProperties& p) {
     const uint32_t v = p.driverVersion;
     if (p.vendorID == 0x10DE)
-        return std::to_string(v >> 22) + "." + std::to_string((v >> 14) & 0xff) + "." +
-               std::to_string((v >> 6) & 0xff);
+        return std::to_string(v >> 22) + "." + std::to_string((v >> 14) & 0xff) + "." + std::to_string((v >> 6) & 0xff);
     return version_string(v);
 }
 
@@ -106,8 +105,9 @@ Instance::Instance(bool validation) {
         check(vkEnumerateInstanceLayerProperties(&n, nullptr), "vkEnumerateInstanceLayerProperties");
         std::vector<VkLayerProperties> props(n);
         check(vkEnumerateInstanceLayerProperties(&n, props.data()), "vkEnumerateInstanceLayerProperties");
-        const bool found = std::any_of(props.begin(), props.end(),
-                                       [](const VkLayerProperties& p) { return std::strcmp(p.layerName, kValidationLayer) == 0; });
+        const bool found = std::any_of(props.begin(), props.end(), [](const VkLayerProperties& p) {
+            return std::strcmp(p.layerName, kValidationLayer) == 0;
+        });
         if (!found)
             throw DeviceError(std::string("validation was requested (STRATA_VK_VALIDATION=1) but ") + kValidationLayer +
                               " is not installed (Debian: vulkan-validationlayers)");
@@ -121,7 +121,8 @@ Instance::Instance(bool validation) {
     app.pEngineName = "strata";
     app.apiVersion = VK_API_VERSION_1_2;
 
-    auto messenger_info = make<VkDebugUtilsMessengerCreateInfoEXT>(VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT);
+    auto messenger_info =
+        make<VkDebugUtilsMessengerCreateInfoEXT>(VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT);
     messenger_info.messageSeverity =
         VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
     messenger_info.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
@@ -147,8 +148,9 @@ Instance::Instance(bool validation) {
     if (validation) ci.pNext = &messenger_info;
     VkResult r = vkCreateInstance(&ci, nullptr, &instance_);
     if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
-        throw DeviceError("no Vulkan driver found (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER); without a GPU, "
-                          "install Mesa's lavapipe (mesa-vulkan-drivers)");
+        throw DeviceError(
+            "no Vulkan driver found (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER); without a GPU, "
+            "install Mesa's lavapipe (mesa-vulkan-drivers)");
     check(r, "vkCreateInstance");
 
     if (validation) {
@@ -225,7 +227,8 @@ VulkanDeviceInfo describe_device(VkPhysicalDevice pd, int index) {
     vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, nullptr);
     std::vector<VkQueueFamilyProperties> qf(nq);
     vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, qf.data());
-    if (std::none_of(qf.begin(), qf.end(), [](const VkQueueFamilyProperties& q) { return q.queueFlags & VK_QUEUE_COMPUTE_BIT; }))
+    if (std::none_of(qf.begin(), qf.end(),
+                     [](const VkQueueFamilyProperties& q) { return q.queueFlags & VK_QUEUE_COMPUTE_BIT; }))
         missing.push_back("a compute queue");
     info.usable = missing.empty();
     for (size_t i = 0; i < missing.size(); ++i) info.unusable_reason += (i ? ", " : "lacks ") + missing[i];
@@ -245,12 +248,14 @@ Context::Context(const ContextOptions& options) {
     instance_ = std::make_unique<Instance>(validation_);
 
     const std::vector<VkPhysicalDevice> pds = instance_->physical_devices();
-    if (pds.empty()) throw DeviceError("no Vulkan device found (without a GPU, install mesa-vulkan-drivers for lavapipe)");
+    if (pds.empty())
+        throw DeviceError("no Vulkan device found (without a GPU, install mesa-vulkan-drivers for lavapipe)");
     std::vector<VulkanDeviceInfo> infos;
     for (size_t i = 0; i < pds.size(); ++i) infos.push_back(describe_device(pds[i], static_cast<int>(i)));
     auto listing = [&] {
         std::string s;
-        for (const auto& d : infos) s += (s.empty() ? "" : "; ") + std::to_string(d.index) + ": " + d.name + " (" + d.type + ")";
+        for (const auto& d : infos)
+            s += (s.empty() ? "" : "; ") + std::to_string(d.index) + ": " + d.name + " (" + d.type + ")";
         return s;
     };
     int index = options.device_index;
@@ -285,7 +290,8 @@ Context::Context(const ContextOptions& options) {
     range = std::min<uint64_t>(range, max_allocation_);
     max_binding_range_ = range / 256 * 256;
     if (max_binding_range_ < 4096)
-        throw DeviceError("a storage-buffer binding range of " + std::to_string(range) + " bytes is too small to work with");
+        throw DeviceError("a storage-buffer binding range of " + std::to_string(range) +
+                          " bytes is too small to work with");
 
     // One queue from a compute family; one that can write timestamps lets bench report GPU time.
     uint32_t nq = 0;

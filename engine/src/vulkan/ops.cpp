@@ -16,12 +16,12 @@ namespace {
 uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-constexpr uint32_t kElementwiseWG = 256;  // local_size_x of add, copy, swiglu, embed, rope
-constexpr uint32_t kNormWG = 256;         // rmsnorm
-constexpr uint32_t kTile = 64;            // matmul.comp's BM and BN
+constexpr uint32_t kElementwiseWG = 256;     // local_size_x of add, copy, swiglu, embed, rope
+constexpr uint32_t kNormWG = 256;            // rmsnorm
+constexpr uint32_t kTile = 64;               // matmul.comp's BM and BN
 constexpr uint32_t kTopkPerInvocation = 16;  // topk.comp's E
-constexpr int64_t kTopkMax = 64;          // larger k is ranked on the host from a readback
-constexpr int64_t kMaxHeadDim = 256;      // attention.comp keeps 2 * WG output dims per invocation
+constexpr int64_t kTopkMax = 64;             // larger k is ranked on the host from a readback
+constexpr int64_t kMaxHeadDim = 256;         // attention.comp keeps 2 * WG output dims per invocation
 
 struct ElementwisePush {
     uint32_t n, a_first, b_first, o_first;
@@ -92,7 +92,8 @@ void VulkanBackend::swiglu(Buf out, Buf a, Buf b, int64_t n) {
     const Kernel& k = kernel("swiglu", 3, sizeof(ElementwisePush));
     for (int64_t i0 = 0; i0 < n; i0 += max_binding_floats()) {
         const int64_t c = std::min(max_binding_floats(), n - i0);
-        const Binding bs[] = {bind(a, i0, c, false, "swiglu"), bind(b, i0, c, false, "swiglu"), bind(out, i0, c, true, "swiglu")};
+        const Binding bs[] = {bind(a, i0, c, false, "swiglu"), bind(b, i0, c, false, "swiglu"),
+                              bind(out, i0, c, true, "swiglu")};
         const ElementwisePush push{u32(c), bs[0].first, bs[1].first, bs[2].first};
         dispatch(k, bs, &push, ceil_div(static_cast<uint64_t>(c), kElementwiseWG));
     }
@@ -103,7 +104,8 @@ void VulkanBackend::add(Buf out, Buf a, Buf b, int64_t n) {
     const Kernel& k = kernel("add", 3, sizeof(ElementwisePush));
     for (int64_t i0 = 0; i0 < n; i0 += max_binding_floats()) {
         const int64_t c = std::min(max_binding_floats(), n - i0);
-        const Binding bs[] = {bind(a, i0, c, false, "add"), bind(b, i0, c, false, "add"), bind(out, i0, c, true, "add")};
+        const Binding bs[] = {bind(a, i0, c, false, "add"), bind(b, i0, c, false, "add"),
+                              bind(out, i0, c, true, "add")};
         const ElementwisePush push{u32(c), bs[0].first, bs[1].first, bs[2].first};
         dispatch(k, bs, &push, ceil_div(static_cast<uint64_t>(c), kElementwiseWG));
     }
@@ -111,7 +113,8 @@ void VulkanBackend::add(Buf out, Buf a, Buf b, int64_t n) {
 
 void VulkanBackend::copy(Buf dst, Buf src, int64_t n) {
     require_recording("copy");
-    if (dst.id == src.id && n > 0 && dst.offset < src.offset + n && src.offset < dst.offset + n && dst.offset != src.offset)
+    if (dst.id == src.id && n > 0 && dst.offset < src.offset + n && src.offset < dst.offset + n &&
+        dst.offset != src.offset)
         throw Error("vulkan backend: copy between overlapping ranges of one buffer");
     const Kernel& k = kernel("copy", 2, sizeof(CopyPush));
     for (int64_t i0 = 0; i0 < n; i0 += max_binding_floats()) {
@@ -328,7 +331,8 @@ Readback VulkanBackend::readback(Buf src, int64_t n) {
     if (n > 0) {
         p.where = reserve(results_, static_cast<uint64_t>(n) * 4, "a readback page");
         // The copy is a transfer read of src: ordered against the dispatches around it like any other access.
-        const Binding b{s.buffer.handle(), static_cast<uint64_t>(src.offset) * 4, static_cast<uint64_t>(n) * 4, 0, src.id, false};
+        const Binding b{
+            s.buffer.handle(), static_cast<uint64_t>(src.offset) * 4, static_cast<uint64_t>(n) * 4, 0, src.id, false};
         access(std::span<const Binding>(&b, 1));
         const VkBufferCopy region{static_cast<uint64_t>(src.offset) * 4, p.where.offset, static_cast<uint64_t>(n) * 4};
         vkCmdCopyBuffer(step_.cmd(), s.buffer.handle(), results_.pages[p.where.page].handle(), 1, &region);

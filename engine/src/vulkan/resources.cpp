@@ -18,7 +18,8 @@ Buffer::Buffer(Context& ctx, uint64_t bytes, Memory memory, const std::string& w
                           " in one buffer, and this device allows at most " + format_bytes(ctx.max_allocation()));
     auto bci = make<VkBufferCreateInfo>(VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO);
     bci.size = bytes;
-    bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    bci.usage =
+        VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
     bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
     check(vkCreateBuffer(ctx.device(), &bci, nullptr, &buffer_), "vkCreateBuffer (" + what + ")");
     size_ = bytes;
@@ -50,7 +51,8 @@ Buffer::Buffer(Context& ctx, uint64_t bytes, Memory memory, const std::string& w
         return DeviceError("out of device memory: " + what + " needs " + format_bytes(req.size) + " (" + why +
                            "; Strata already holds " + held + " of a " + format_bytes(heap) + " heap)");
     };
-    if (memory == Memory::DeviceLocal && !ctx.heap_is_advisory() && req.size + ctx.allocated_bytes() > heap) throw out_of_memory("it does not fit");
+    if (memory == Memory::DeviceLocal && !ctx.heap_is_advisory() && req.size + ctx.allocated_bytes() > heap)
+        throw out_of_memory("it does not fit");
 
     auto mai = make<VkMemoryAllocateInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO);
     mai.allocationSize = req.size;
@@ -154,7 +156,8 @@ Kernel::Kernel(Context& ctx, const KernelSpec& spec)
         plci.pSetLayouts = &set_layout_;
         plci.pushConstantRangeCount = spec.push_bytes ? 1 : 0;
         plci.pPushConstantRanges = &push;
-        check(vkCreatePipelineLayout(device_, &plci, nullptr, &layout_), "vkCreatePipelineLayout (" + spec.variant + ")");
+        check(vkCreatePipelineLayout(device_, &plci, nullptr, &layout_),
+              "vkCreatePipelineLayout (" + spec.variant + ")");
 
         std::vector<VkSpecializationMapEntry> entries(spec.constants.size());
         for (uint32_t i = 0; i < entries.size(); ++i) entries[i] = {i, i * 4u, 4u};

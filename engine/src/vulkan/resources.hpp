@@ -53,10 +53,10 @@ private:
 };
 
 struct KernelSpec {
-    std::string variant;                // the SPIR-V variant (shaders/variants.cmake)
-    uint32_t buffers = 0;               // storage buffers at bindings 0 .. buffers-1
-    uint32_t push_bytes = 0;            // size of the push-constant block
-    std::vector<uint32_t> constants;    // specialization constants: constant_id i takes constants[i]
+    std::string variant;              // the SPIR-V variant (shaders/variants.cmake)
+    uint32_t buffers = 0;             // storage buffers at bindings 0 .. buffers-1
+    uint32_t push_bytes = 0;          // size of the push-constant block
+    std::vector<uint32_t> constants;  // specialization constants: constant_id i takes constants[i]
 };
 
 class Kernel {
@@ -100,10 +100,13 @@ public:
 
     VkCommandBuffer cmd() const { return cmd_; }
     bool recording() const { return recording_; }
-    void begin();            // starts recording (abandoning an unfinished recording)
-    void submit();           // ends recording and submits to the queue
-    void wait();             // waits on the fence of the last submit (no-op when nothing is in flight)
-    void submit_and_wait() { submit(); wait(); }
+    void begin();   // starts recording (abandoning an unfinished recording)
+    void submit();  // ends recording and submits to the queue
+    void wait();    // waits on the fence of the last submit (no-op when nothing is in flight)
+    void submit_and_wait() {
+        submit();
+        wait();
+    }
 
 private:
     void release();

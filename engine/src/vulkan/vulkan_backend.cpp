@@ -3,8 +3,8 @@
 #include "vulkan/vulkan_backend.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "strata/error.hpp"
@@ -16,10 +16,10 @@ namespace strata::vk {
 namespace {
 
 constexpr uint64_t kHostAlign = 256;
-constexpr uint32_t kProfiledDispatches = 16384;  // per step; later dispatches go unmeasured  // >= every device's minStorageBufferOffsetAlignment (the spec's maximum)
+constexpr uint32_t kProfiledDispatches = 16384;  // per step; later dispatches go unmeasured  // >= every device's
+                                                 // minStorageBufferOffsetAlignment (the spec's maximum)
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
-
 
 KernelTuning tuning_for(const VulkanDeviceInfo& device) {
     KernelTuning t;
@@ -33,8 +33,8 @@ KernelTuning tuning_for(const VulkanDeviceInfo& device) {
     // STRATA_VK_MATVEC="WG,ROWS" overrides the matvec shape, so bench can compare shapes on one device.
     if (const char* e = std::getenv("STRATA_VK_MATVEC")) {
         unsigned wg = 0, rows = 0;
-        if (std::sscanf(e, "%u,%u", &wg, &rows) == 2 && wg >= 1 && wg <= 1024 && (wg & (wg - 1)) == 0 &&
-            rows >= 1 && rows <= 16) {
+        if (std::sscanf(e, "%u,%u", &wg, &rows) == 2 && wg >= 1 && wg <= 1024 && (wg & (wg - 1)) == 0 && rows >= 1 &&
+            rows <= 16) {
             t.matvec_workgroup = wg;
             t.matvec_rows = rows;
         }
@@ -54,7 +54,8 @@ KernelTuning tuning_for(const VulkanDeviceInfo& device) {
 }  // namespace
 
 VulkanBackend::VulkanBackend(const BackendOptions& options) : options_(options) {
-    ctx_ = std::make_unique<Context>(ContextOptions{options.device_index, options.validation, options.max_binding_range});
+    ctx_ =
+        std::make_unique<Context>(ContextOptions{options.device_index, options.validation, options.max_binding_range});
     tuning_ = tuning_for(ctx_->info());
     step_ = Sequence(*ctx_);
     descriptors_ = DescriptorArena(*ctx_);
@@ -177,16 +178,20 @@ Binding VulkanBackend::bind(Buf b, int64_t first, int64_t count, bool write, con
     const int64_t start = b.offset + first;
     if (b.offset < 0 || first < 0 || count < 0 || start + count > s.floats)
         throw Error(std::string("vulkan backend: ") + op + ": range [" + std::to_string(start) + ", " +
-                    std::to_string(start + count) + ") outside buffer '" + s.name + "' of " +
-                    std::to_string(s.floats) + " floats");
+                    std::to_string(start + count) + ") outside buffer '" + s.name + "' of " + std::to_string(s.floats) +
+                    " floats");
     const uint64_t byte0 = static_cast<uint64_t>(start) * 4;
     const uint64_t offset = byte0 / ctx_->offset_alignment() * ctx_->offset_alignment();
     const uint64_t range = byte0 + static_cast<uint64_t>(std::max<int64_t>(count, 1)) * 4 - offset;
     if (range > ctx_->max_binding_range())
         throw UnsupportedError(std::string("vulkan backend: ") + op + " would bind " + format_bytes(range) + " of '" +
                                s.name + "' at once; this device allows " + format_bytes(ctx_->max_binding_range()));
-    return Binding{s.buffer.handle(), offset, std::min<uint64_t>(range, s.buffer.size() - offset),
-                   static_cast<uint32_t>((byte0 - offset) / 4), b.id, write};
+    return Binding{s.buffer.handle(),
+                   offset,
+                   std::min<uint64_t>(range, s.buffer.size() - offset),
+                   static_cast<uint32_t>((byte0 - offset) / 4),
+                   b.id,
+                   write};
 }
 
 Binding VulkanBackend::bind_weight(const DeviceTensor::Chunk& c) const {
@@ -194,8 +199,8 @@ Binding VulkanBackend::bind_weight(const DeviceTensor::Chunk& c) const {
 }
 
 Binding VulkanBackend::bind_host(const HostArena& arena, HostSlice s, uint64_t bytes, bool write) const {
-    return Binding{arena.pages[s.page].handle(), s.offset, align_up(std::max<uint64_t>(bytes, 4), 4), 0, kUntracked,
-                   write};
+    return Binding{
+        arena.pages[s.page].handle(), s.offset, align_up(std::max<uint64_t>(bytes, 4), 4), 0, kUntracked, write};
 }
 
 VulkanBackend::HostSlice VulkanBackend::reserve(HostArena& arena, uint64_t bytes, const char* what) {
@@ -287,7 +292,8 @@ void VulkanBackend::access(std::span<const Binding> bindings) {
     }
     if (conflict) barrier();
     for (const Binding& b : bindings)
-        if (b.track != kUntracked) (b.write ? written_ : read_).push_back(Touched{b.track, b.offset, b.offset + b.range});
+        if (b.track != kUntracked)
+            (b.write ? written_ : read_).push_back(Touched{b.track, b.offset, b.offset + b.range});
 }
 
 void VulkanBackend::dispatch(const Kernel& k, std::span<const Binding> bindings, const void* push, uint64_t groups) {
@@ -387,7 +393,8 @@ void VulkanBackend::submit() {
     vkCmdPipelineBarrier(step_.cmd(), VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                          VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
     if (timestamps_) vkCmdWriteTimestamp(step_.cmd(), VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timestamps_, 1);
-    stats_.record_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_began_).count();
+    stats_.record_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_began_).count();
     step_.submit_and_wait();
     retired_.clear();
     if (timestamps_) {
@@ -452,7 +459,8 @@ std::vector<TokenScore> VulkanBackend::topk_result(Readback r) {
         throw Error("vulkan backend: topk_result of an unknown top-k");
     if (!results_ready_) throw Error("vulkan backend: topk_result before submit()");
     const Pending& p = pending_[r.id];
-    const std::byte* base = p.count > 0 || p.host_topk ? results_.pages[p.where.page].mapped() + p.where.offset : nullptr;
+    const std::byte* base =
+        p.count > 0 || p.host_topk ? results_.pages[p.where.page].mapped() + p.where.offset : nullptr;
     std::vector<TokenScore> out;
     if (p.host_topk) {
         // k beyond the device kernel: the whole row came back; rank it as the CPU backend does.
@@ -468,7 +476,9 @@ std::vector<TokenScore> VulkanBackend::topk_result(Readback r) {
             return a < b;
         };
         std::partial_sort(ids.begin(), ids.begin() + p.count, ids.end(), before);
-        for (int64_t i = 0; i < p.count; ++i) out.push_back(TokenScore{ids[static_cast<size_t>(i)], row[static_cast<size_t>(ids[static_cast<size_t>(i)])]});
+        for (int64_t i = 0; i < p.count; ++i)
+            out.push_back(
+                TokenScore{ids[static_cast<size_t>(i)], row[static_cast<size_t>(ids[static_cast<size_t>(i)])]});
         return out;
     }
     for (int64_t i = 0; i < p.count; ++i) {

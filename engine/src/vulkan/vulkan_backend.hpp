@@ -67,13 +67,13 @@ struct WeightVariants {
 // STRATA_VK_TILED_FROM=T the prompt length from which the tiled matmul takes over (tests).
 struct KernelTuning {
     uint32_t matvec_workgroup = 128;
-    uint32_t matvec_rows = 2;             // output rows per workgroup
-    int64_t matvec_max_tokens = 8;        // prompts up to this many tokens use matvec.comp, longer ones matmul.comp
+    uint32_t matvec_rows = 2;       // output rows per workgroup
+    int64_t matvec_max_tokens = 8;  // prompts up to this many tokens use matvec.comp, longer ones matmul.comp
     uint32_t topk_workgroup = 256;
     // Decode (up to 4 queries) over at least this many keys splits the keys over several workgroups per head
     // and merges them (attention_combine.comp). STRATA_VK_ATTN_SPLIT_FROM overrides it (tests).
     int64_t attention_split_from = 1024;
-    int64_t attention_split_keys = 256;   // keys per split, a multiple of attention.comp's 128
+    int64_t attention_split_keys = 256;  // keys per split, a multiple of attention.comp's 128
 };
 
 class VulkanBackend final : public Backend {
@@ -173,14 +173,14 @@ private:
     using TensorKey = std::tuple<const std::byte*, uint64_t, int, int32_t, int64_t, int64_t>;
     std::map<TensorKey, DeviceTensor> weights_;
     const Model* model_ = nullptr;
-    std::vector<double> freqs_;  // [head_dim / 2] RoPE angle per position for each pair
+    std::vector<double> freqs_;         // [head_dim / 2] RoPE angle per position for each pair
     uint32_t rope_table_ = kUntracked;  // slot of the [positions, head_dim/2, (cos, sin)] table
     int64_t rope_positions_ = 0;
-    uint32_t topk_scratch_ = kUntracked;  // slot of the top-k candidates (two halves, ping-pong)
+    uint32_t topk_scratch_ = kUntracked;       // slot of the top-k candidates (two halves, ping-pong)
     uint32_t attention_scratch_ = kUntracked;  // slot of split attention's partial sums
     // An internal scratch slot of at least `floats` (replaced by a bigger buffer when short).
     Buf scratch(uint32_t& slot, int64_t floats, const char* name);
-    uint32_t dummy_ = kUntracked;         // slot bound where an op has no buffer (attention without probs)
+    uint32_t dummy_ = kUntracked;  // slot bound where an op has no buffer (attention without probs)
 
     Sequence step_;
     // Descriptor sets live across steps, cached by (layout, buffer ranges): a decode step binds the same ranges
@@ -228,7 +228,7 @@ private:
     struct Pending {
         bool is_topk = false;
         HostSlice where;
-        int64_t count = 0;  // floats (readback) or k (top-k)
+        int64_t count = 0;       // floats (readback) or k (top-k)
         bool host_topk = false;  // k beyond the device kernel's limit: the row was read back, sorted on the host
         int64_t n = 0;
     };

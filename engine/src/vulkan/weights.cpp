@@ -99,7 +99,8 @@ void check_supported(const TensorView& t) {
     if (!t.data || t.shape.empty() || t.shape.size() > 2)
         throw ModelError("weight " + display_name(t) + " has no data or is not a vector or matrix");
     if (static_cast<uint64_t>(rows_of(t)) * t.row_bytes() > t.nbytes)
-        throw ModelError("weight " + display_name(t) + " holds " + std::to_string(t.nbytes) + " bytes, fewer than its shape needs");
+        throw ModelError("weight " + display_name(t) + " holds " + std::to_string(t.nbytes) +
+                         " bytes, fewer than its shape needs");
 }
 
 }  // namespace
@@ -158,7 +159,8 @@ void VulkanBackend::upload_tensors(const std::vector<const TensorView*>& tensors
         }
         done += static_cast<uint64_t>(d.rows) * d.row_bytes;
         ++count;
-        weights_[TensorKey{t->data, t->nbytes, static_cast<int>(t->dtype), t->rope_heads, d.rows, d.cols}] = std::move(d);
+        weights_[TensorKey{t->data, t->nbytes, static_cast<int>(t->dtype), t->rope_heads, d.rows, d.cols}] =
+            std::move(d);
         if (progress.on_progress) progress.on_progress(done, total, count, static_cast<int64_t>(tensors.size()));
     }
     up.finish();
@@ -179,8 +181,9 @@ void VulkanBackend::load(const Model& model, const LoadProgress& progress) {
     forget_descriptor_sets();
     const uint64_t heap = ctx_->info().memory;
     if (!ctx_->heap_is_advisory() && total + ctx_->allocated_bytes() > heap)
-        throw DeviceError("out of device memory: the weights of " + (model.config.name.empty() ? std::string("the model") : model.config.name) +
-                          " need " + format_bytes(total) + " but " + ctx_->info().name + " has a " + format_bytes(heap) +
+        throw DeviceError("out of device memory: the weights of " +
+                          (model.config.name.empty() ? std::string("the model") : model.config.name) + " need " +
+                          format_bytes(total) + " but " + ctx_->info().name + " has a " + format_bytes(heap) +
                           " device-local heap (" + format_bytes(ctx_->allocated_bytes()) + " already in use)");
     model_ = nullptr;
     upload_tensors(tensors, progress);
