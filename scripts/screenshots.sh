@@ -24,6 +24,7 @@ trap 'rm -rf "$cache"' EXIT
 mkdir -p "$cache/tokenizer" "$out"
 ln -s "$tokenizer" "$cache/tokenizer/tokenizer.json"
 export XDG_RUNTIME_DIR="$cache/runtime"
+export XDG_CONFIG_HOME="$cache/config"  # the chat's settings and recent models: not the user's
 mkdir -m 700 "$XDG_RUNTIME_DIR"
 
 STRATA_CACHE_DIR="$cache" xvfb-run -a -s "-screen 0 1600x1000x24" \

@@ -10,7 +10,7 @@
 #include <QLabel>
 #include <QPlainTextEdit>
 #include <QPushButton>
-#include <QShortcut>
+#include <QKeyEvent>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QVBoxLayout>
@@ -89,11 +89,7 @@ ChatPanel::ChatPanel(EngineClient* engine, QWidget* parent) : QWidget(parent) {
     });
     connect(sampling_, &SamplingControls::changed, this, &ChatPanel::saveSettings);
     for (QSpinBox* s : {seed_, maxTokens_, context_}) connect(s, &QSpinBox::valueChanged, this, &ChatPanel::saveSettings);
-    for (const QKeySequence& k : {QKeySequence(Qt::CTRL | Qt::Key_Return), QKeySequence(Qt::CTRL | Qt::Key_Enter)}) {
-        auto* sc = new QShortcut(k, input_);
-        sc->setContext(Qt::WidgetShortcut);
-        connect(sc, &QShortcut::activated, this, &ChatPanel::send);
-    }
+    input_->installEventFilter(this);  // Ctrl+Enter sends
     setModel(nullptr);
 }
 
@@ -219,6 +215,17 @@ void ChatPanel::buildLayout() {
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
     layout->addWidget(split);
+}
+
+bool ChatPanel::eventFilter(QObject* watched, QEvent* e) {
+    if (watched == input_ && e->type() == QEvent::KeyPress) {
+        auto* k = static_cast<QKeyEvent*>(e);
+        if ((k->key() == Qt::Key_Return || k->key() == Qt::Key_Enter) && (k->modifiers() & Qt::ControlModifier)) {
+            send();
+            return true;
+        }
+    }
+    return QWidget::eventFilter(watched, e);
 }
 
 void ChatPanel::setModel(const ModelSummaryPtr& model) {
@@ -359,14 +366,22 @@ void ChatPanel::editMessage(int entry) {
     showBanner(tr("Editing a message: Send replaces it and everything after it; Clear starts over."), false);
 }
 
+void ChatPanel::showToken(int entry, int index) {
+    if (entry < 0 || entry >= conversation_->size()) return;
+    const ChatEntry& e = conversation_->entry(entry);
+    if (index < 0 || index >= int(e.tokens.size())) return;
+    pinned_ = {entry, index};
+    transcript_->setSelectedToken(entry, index);
+    details_->setToken(e.tokens[size_t(index)]);
+    updateButtons();
+}
+
 void ChatPanel::openToken(int entry, int index) {
     const std::vector<int32_t> tokens = conversation_->tokensThrough(entry, index);
     if (tokens.size() < 2) return;
     const ChatEntry& e = conversation_->entry(entry);
     const ChatTokenPtr& t = e.tokens[size_t(index)];
-    pinned_ = {entry, index};
-    transcript_->setSelectedToken(entry, index);
-    details_->setToken(t);
+    showToken(entry, index);
     TokenOpen open;
     open.tokens = tokens;
     open.step = int(tokens.size()) - 2;
@@ -439,7 +454,7 @@ void ChatPanel::showBanner(const QString& text, bool error) {
     banner_->show();
 }
 
-QString ChatPanel::bannerText() const { return banner_->isVisible() ? banner_->text() : QString(); }
+QString ChatPanel::bannerText() const { return banner_->isHidden() ? QString() : banner_->text(); }
 
 void ChatPanel::updateButtons() {
     const bool busy = generating();

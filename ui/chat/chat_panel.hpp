@@ -52,6 +52,7 @@ public:
     void clearConversation();
     void editMessage(int entry);
     void openToken(int entry, int index);  // emits openTokenRequested
+    void showToken(int entry, int index);  // marks it and shows what was kept about it, without opening it
     void setMode(ChatMode mode);
 
     ChatSettings settings() const;
@@ -70,6 +71,9 @@ public:
     QString bannerText() const;
     // What the KV cache held after the last reply (the worker's word for it).
     const std::vector<int32_t>& cacheTokens() const { return cacheTokens_; }
+
+protected:
+    bool eventFilter(QObject* watched, QEvent* e) override;
 
 signals:
     void openTokenRequested(const strata::ui::TokenOpen& open);
@@ -127,3 +131,5 @@ private:
 };
 
 }  // namespace strata::ui
+
+Q_DECLARE_METATYPE(strata::ui::TokenOpen)

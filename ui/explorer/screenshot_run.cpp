@@ -5,6 +5,7 @@
 #include <QDir>
 #include <QTimer>
 
+#include "chat/chat_screenshots.hpp"
 #include "explorer/main_window.hpp"
 #include "views/attention_view.hpp"
 #include "views/embedding_view.hpp"
@@ -87,6 +88,8 @@ ScreenshotRun::ScreenshotRun(MainWindow* w, const QString& dir, QObject* parent)
          },
          [w] { return w->logitsView()->hasContent(); }},
     };
+    // Then the chat and the logits explorer (ui/chat/chat_screenshots.cpp).
+    for (ChatShot& s : chatScreenshots(w)) shots_.push_back({s.name, std::move(s.setup), std::move(s.ready)});
     connect(w, &MainWindow::runReady, this, [this] { runDone_ = true; });
     connect(w, &MainWindow::lensReady, this, [this] { lensDone_ = true; });
     connect(w, &MainWindow::failed, this, [this](const QString& m) {

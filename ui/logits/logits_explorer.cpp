@@ -141,6 +141,10 @@ void LogitsExplorer::onLogits() {
 }
 
 void LogitsExplorer::find(const QString& query) {
+    if (search_->text() != query) {
+        search_->setText(query);  // comes back here through textChanged
+        return;
+    }
     const VocabularyPtr vocab = source_->vocab();
     if (query.isEmpty() || !vocab || dist_.empty()) {
         foundModel_->setRows(&dist_, vocab, {}, -1);

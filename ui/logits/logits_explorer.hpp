@@ -34,7 +34,7 @@ public:
     // Sets the live controls (the chat opens a token with the settings its reply was sampled with).
     void setSampling(const SamplerSettings& s);
     void setRows(int rows);
-    void find(const QString& query);
+    void find(const QString& query);  // fills the search box and lists the matching tokens
 
     const LogitsDistribution& distribution() const { return dist_; }
     TokenTableModel* topModel() const { return topModel_; }
