@@ -7,6 +7,7 @@
 #include "strata/model.hpp"
 #include "support.hpp"
 #include "worker/analysis.hpp"
+#include "worker/engine_worker.hpp"
 #include "worker/token_text.hpp"
 
 using namespace strata;
@@ -117,4 +118,31 @@ TEST_CASE("the logit lens on the backend matches the host computation", "[ui][an
         CHECK(dev.id[size_t(r)] == host.id[size_t(r)]);
         CHECK(dev.prob[size_t(r)] == Approx(host.prob[size_t(r)]).epsilon(1e-3));
     }
+}
+
+TEST_CASE("a run keeps everything while it fits, then what the views need most", "[ui][analysis]") {
+    ModelConfig c;  // Llama 3 8B
+    c.dim = 4096;
+    c.n_layers = 32;
+    c.n_heads = 32;
+    c.n_kv_heads = 8;
+    c.head_dim = 128;
+    c.hidden_dim = 14336;
+    c.vocab_size = 128256;
+    const TraceRequest shortRun = EngineWorker::explorerRequest(c, 256);
+    CHECK(shortRun.all);
+    CHECK(shortRun.attention_probs);
+    CHECK(shortRun.logits_all_positions);
+    CHECK(shortRun.wants("layers.31.ffn_hidden"));
+    const TraceRequest medium = EngineWorker::explorerRequest(c, 512);
+    CHECK_FALSE(medium.all);
+    CHECK_FALSE(medium.attention_probs);
+    CHECK(medium.wants("h.31"));
+    CHECK(medium.wants("layers.31.attention_out"));
+    CHECK(medium.wants("layers.0.ffn_out"));
+    CHECK_FALSE(medium.wants("layers.0.ffn_hidden"));
+    const TraceRequest longRun = EngineWorker::explorerRequest(c, 4096);
+    CHECK(longRun.wants("h.31"));
+    CHECK(longRun.wants("x0"));
+    CHECK_FALSE(longRun.wants("layers.0.attention_out"));
 }

@@ -168,14 +168,16 @@ TEST_CASE("every view draws the demonstration model's run", "[ui][widgets]") {
         CHECK(distinct_colours(grabbed(grid)) > 10);
         // Click the cell of h.2 at position 1: the explorer goes there.
         QSignalSpy clicked(grid, &StrataGrid::cellClicked);
-        bool hit = false;
-        for (int y = 0; y < grid->height() && !hit; y += 4)
-            for (int x = 0; x < grid->width() && !hit; x += 4) {
-                QTest::mouseMove(grid, QPoint(x, y));
-                QTest::mouseClick(grid, Qt::LeftButton, {}, QPoint(x, y));
-                hit = st.layer() == 2 && st.position() == 1 && st.part().key == "block";
-            }
-        CHECK(hit);
+        QTest::mouseClick(grid, Qt::LeftButton, {}, grid->cellRect(3, 1).center());
+        REQUIRE(clicked.count() == 1);
+        CHECK(st.layer() == 2);
+        CHECK(st.position() == 1);
+        CHECK(st.part().key == "block");
+        CHECK(e.w.atlas()->layer(e.w.atlasView()->currentIndex()) == 2);
+        // The bottom row is x0: the embedding.
+        QTest::mouseClick(grid, Qt::LeftButton, {}, grid->cellRect(0, 0).center());
+        CHECK(st.part().key == "tok_embeddings");
+        CHECK(st.position() == 0);
     }
     SECTION("residual norms") {
         e.w.showView(e.w.normsView());
@@ -253,7 +255,7 @@ TEST_CASE("weights are read on the worker and exports write what is shown", "[ui
     CHECK(QImage(png).width() > 100);
 }
 
-TEST_CASE("a bad path is reported and leaves the open model in place; a new prompt reruns", "[ui][widgets]") {
+TEST_CASE("a bad path is reported and leaves the open model in place, a new prompt reruns, a backend switch reopens", "[ui][widgets]") {
     test::ui_app();
     QStandardPaths::setTestModeEnabled(true);
     Explorer e;
@@ -268,6 +270,14 @@ TEST_CASE("a bad path is reported and leaves the open model in place; a new prom
     REQUIRE(wait_until([&] { return e.runs.count() == 2; }));
     CHECK(e.st().positions() == 2);  // <|begin_of_text|> Hello
     CHECK(e.w.chips()->count() == 2);
+
+    // Another backend reopens the model; where Vulkan is missing the window says so and keeps to the CPU.
+    e.w.setBackend("vulkan");
+    REQUIRE(wait_until([&] { return e.loaded.count() == 2; }, 120000));
+    const QString backend = e.st().model()->backend;
+    CHECK((backend == "vulkan" || backend == "cpu"));
+    if (backend == "cpu") CHECK(e.w.lastError().contains("vulkan"));
+    REQUIRE(wait_until([&] { return e.runs.count() == 3; }, 120000));
 }
 
 TEST_CASE("with no model chosen the demonstration model is written and opened", "[ui][widgets]") {

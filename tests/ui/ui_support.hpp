@@ -22,8 +22,10 @@ inline QApplication& ui_app() {
     static int argc = 1;
     static char name[] = "strata_ui_tests";
     static char* argv[] = {name, nullptr};
-    static QApplication app(argc, argv);
-    return app;
+    // Never destroyed: Qt does not support tearing the application down from static destructors after main()
+    // (QTest's input devices are destroyed after it and crash); the process exit reclaims it.
+    static QApplication* app = new QApplication(argc, argv);
+    return *app;
 }
 
 // Processes events until pred() holds or the time is up; returns pred().

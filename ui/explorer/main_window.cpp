@@ -287,16 +287,16 @@ void MainWindow::setLoading(bool loading) {
 
 void MainWindow::openPath(const QString& path) {
     errorBanner_->hide();
-    modelPath_ = path;
-    openedDemo_ = false;
+    pendingPath_ = path;
+    pendingDemo_ = false;
     loadId_ = client_->openModel(path, backend_);
     setLoading(true);
 }
 
 void MainWindow::openDemo() {
     errorBanner_->hide();
-    modelPath_.clear();
-    openedDemo_ = true;
+    pendingPath_.clear();
+    pendingDemo_ = true;
     loadId_ = client_->openDemo(backend_);
     setLoading(true);
 }
@@ -304,7 +304,13 @@ void MainWindow::openDemo() {
 void MainWindow::setBackend(const QString& name) {
     backend_ = name;
     for (QAction* a : backendGroup_->actions()) a->setChecked(a->data().toString() == name);
-    if (!state_->model() && loadId_ == 0) return;
+    if (!state_->model()) {
+        // Nothing open yet: restart a load in flight on the new backend.
+        if (loadId_ == 0) return;
+        if (pendingDemo_) openDemo();
+        else openPath(pendingPath_);
+        return;
+    }
     if (openedDemo_) openDemo();
     else openPath(modelPath_);
 }
@@ -358,6 +364,9 @@ void MainWindow::onModelLoaded(qint64 id, const ModelSummaryPtr& summary) {
     tree_->expand(atlas_->index(0, 0));
     tree_->expand(atlas_->find(QStringLiteral("block"), 0));
     selectPart(QStringLiteral("block"), 0);
+    // Only a model that opened becomes the one a backend switch reopens.
+    modelPath_ = pendingPath_;
+    openedDemo_ = pendingDemo_;
     if (!openedDemo_) addRecent(summary->path);
     demoBanner_->setVisible(summary->config.is_demo);
     if (!summary->backendNote.isEmpty()) showError(tr("choosing the backend"), summary->backendNote);

@@ -136,6 +136,8 @@ private:
     QString backend_ = QStringLiteral("cpu");
     QString modelPath_;   // what is open (empty: the demonstration model)
     bool openedDemo_ = false;
+    QString pendingPath_;  // what is being opened
+    bool pendingDemo_ = false;
     qint64 loadId_ = 0;
     qint64 runId_ = 0;
     bool syncing_ = false;

@@ -71,7 +71,15 @@ EmbeddingView::EmbeddingView(ExplorerState* state, EngineClient* client, QWidget
     });
 }
 
+void EmbeddingView::showEvent(QShowEvent* e) {
+    ViewPage::showEvent(e);
+    if (stale_) request();
+}
+
 void EmbeddingView::request() {
+    // The search reads the whole embedding table: only for a view someone is looking at.
+    stale_ = !isVisible();
+    if (stale_) return;
     const RunResultPtr& run = state_->run();
     if (!run || run->tokens.empty()) {
         row_->clear(tr("Run a prompt, then select a token."));

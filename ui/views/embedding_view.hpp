@@ -20,6 +20,9 @@ public:
     static constexpr int kNeighbours = 24;
     QTableWidget* table() const { return table_; }
 
+protected:
+    void showEvent(QShowEvent* e) override;
+
 private:
     void request();
     void show(const NearestResultPtr& r);
@@ -27,6 +30,7 @@ private:
     QTableWidget* table_;
     QLabel* heading_;
     qint64 pending_ = 0;
+    bool stale_ = true;  // the selection changed while the view was hidden
     NearestResultPtr result_;
 };
 

@@ -142,6 +142,13 @@ QRect StrataGrid::gridRect() const {
     return QRect(kLeft, kTop, std::max(10, width() - kLeft - kRight), std::max(10, height() - kTop - bottom));
 }
 
+QRect StrataGrid::cellRect(int row, int position) const {
+    const QRect g = gridRect();
+    if (rows_ == 0 || positions_ == 0) return {};
+    const double cw = double(g.width()) / positions_, ch = double(g.height()) / rows_;
+    return QRectF(g.left() + position * cw, g.top() + (rows_ - 1 - row) * ch, cw, ch).toRect();
+}
+
 bool StrataGrid::cellAt(QPoint p, int* row, int* position) const {
     const QRect g = gridRect();
     if (rows_ == 0 || positions_ == 0 || !g.contains(p)) return false;

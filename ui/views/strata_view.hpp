@@ -48,6 +48,8 @@ public:
     const std::vector<float>& norms() const { return norms_; }
     int rows() const { return rows_; }
     int positions() const { return positions_; }
+    // Where the cell of `row` (0 = x0) and `position` is drawn.
+    QRect cellRect(int row, int position) const;
     QSize sizeHint() const override { return {900, 500}; }
 
 signals:

@@ -208,6 +208,27 @@ ModelSummaryPtr EngineWorker::summarize(const Model& m, const BackendInfo& info,
     return s;
 }
 
+TraceRequest EngineWorker::explorerRequest(const ModelConfig& c, int64_t T) {
+    TraceRequest request;
+    request.residuals = true;
+    request.attention_probs = T <= kMaxProbsPositions;
+    request.logits_all_positions = true;
+    request.keep_logits = true;
+    request.top_k = kTopK;
+    // Everything while it fits the budget; for long prompts on big models the residual stream and what each
+    // block adds (the norms view needs attention_out and ffn_out), and past that the residual stream alone.
+    const int64_t perPosition = 6 * c.dim + c.q_dim() + 2 * c.kv_dim() + c.hidden_dim;  // floats per layer
+    const int64_t all = 4 * T * c.n_layers * perPosition;
+    const int64_t contributions = 4 * T * c.n_layers * 3 * c.dim;
+    if (all <= kTraceBudgetBytes) {
+        request.all = true;
+    } else if (contributions <= kTraceBudgetBytes) {
+        for (int64_t l = 0; l < c.n_layers; ++l)
+            for (const char* what : {"attention_out", "h", "ffn_out"}) request.names.insert(names::layer(l, what));
+    }
+    return request;
+}
+
 QString EngineWorker::tokenText(int32_t id) const { return displayToken(model_->tokenizer, id); }
 
 void EngineWorker::run(qint64 id, const QString& prompt, bool logitLens) { runTokens(id, prompt, {}, logitLens); }
@@ -237,13 +258,7 @@ void EngineWorker::runTokens(qint64 id, const QString& prompt, const std::vector
         if (T > cap) throw InputError("the prompt has " + std::to_string(T) + " tokens; the explorer takes at most " +
                                       std::to_string(cap));
 
-        TraceRequest request;
-        request.residuals = true;
-        request.all = true;
-        request.attention_probs = T <= kMaxProbsPositions;
-        request.logits_all_positions = true;
-        request.keep_logits = true;
-        request.top_k = kTopK;
+        TraceRequest request = explorerRequest(c, T);
         KVCache cache(*backend_, c, T);
         QElapsedTimer timer;
         timer.start();

@@ -43,6 +43,10 @@ public:
     // Prompts longer than this keep no attention probabilities (they are T x T per head).
     static constexpr int64_t kMaxProbsPositions = 256;
     static constexpr int64_t kTopK = 20;
+    // The kept trace stays under this many bytes (long prompts on big models keep fewer tensors).
+    static constexpr int64_t kTraceBudgetBytes = int64_t(2) << 30;
+    // What a run keeps for a T-token prompt: everything the views need, within the budget.
+    static TraceRequest explorerRequest(const ModelConfig& config, int64_t T);
 
 public slots:
     // Loads a folder or .gguf on the named backend ("cpu" / "vulkan"; a failing vulkan falls back to cpu).
