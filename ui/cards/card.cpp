@@ -281,8 +281,17 @@ QString checkCitation(const CardSource& s, const QStringList& lines) {
     if (s.first < 1 || s.last > lines.size() || s.first > s.last)
         return QStringLiteral("%1 %2-%3: the file has %4 lines").arg(s.file).arg(s.first).arg(s.last).arg(lines.size());
     const QString range = lines.mid(s.first - 1, s.last - s.first + 1).join(QLatin1Char('\n'));
-    if (!range.contains(s.anchor))
-        return QStringLiteral("%1 %2-%3 no longer contains \u201c%4\u201d").arg(s.file).arg(s.first).arg(s.last).arg(s.anchor);
+    if (!range.contains(s.anchor)) {
+        // Say where the anchor went, so that updating the card's "lines" is a one-line edit.
+        QStringList seen;
+        for (int i = 0; i < lines.size(); ++i)
+            if (lines[i].contains(s.anchor)) seen << QString::number(i + 1);
+        return QStringLiteral("%1 %2-%3 no longer contains \u201c%4\u201d (%5)")
+            .arg(s.file)
+            .arg(s.first)
+            .arg(s.last)
+            .arg(s.anchor, seen.isEmpty() ? QStringLiteral("not found in the file") : QStringLiteral("now at line ") + seen.join(", "));
+    }
     return {};
 }
 
