@@ -44,7 +44,7 @@ if [ "${1:-}" = "--bundle" ]; then
 fi
 
 OUT="${OUT:-$here/gpu-bench-out}"
-BUILD="${STRATA_GPU_BUILD:-$here/build-gpu}"
+BUILD="${STRATA_GPU_BUILD:-$here/build-gpu-bench}"
 MODELS="${STRATA_GPU_MODELS:-/tmp/strata-gpu-models}"
 DEPS="${STRATA_GPU_DEPS:-$here/build-gpudeps}"
 mkdir -p "$OUT" "$MODELS"
