@@ -2,6 +2,7 @@
 // CPU backend, prefill == decode, greedy generation equal to the CPU backend's, a model split over small
 // bindings, and clear errors for what cannot work.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "strata/error.hpp"
@@ -260,5 +261,36 @@ TEST_CASE("clear errors for a bad device, too much memory, bad input and misuse"
     Buf h = gpu->alloc(model->config.dim, "h");
     CHECK_THROWS_AS(gpu->embed(h, std::vector<int32_t>{int32_t(model->config.vocab_size)}), InputError);
     gpu->submit();
+    require_no_validation_messages();
+}
+
+TEST_CASE("load reports progress over every tensor and stops when cancelled", "[vulkan][model]") {
+    const auto model = load_model(golden_hf_dir());
+    auto gpu = make_vulkan();
+    std::vector<std::pair<uint64_t, int64_t>> seen;  // (bytes done, tensors done)
+    uint64_t total = 0;
+    LoadProgress progress;
+    progress.on_progress = [&](uint64_t done, uint64_t all, int64_t tensors, int64_t) {
+        seen.emplace_back(done, tensors);
+        total = all;
+    };
+    gpu->load(*model, progress);
+    REQUIRE(seen.size() == model->tensors.size());
+    uint64_t tensor_bytes = 0;
+    for (const auto& [name, t] : model->tensors) tensor_bytes += t.nbytes;
+    CHECK(seen.back().first == total);
+    CHECK(total == tensor_bytes);
+    CHECK(std::is_sorted(seen.begin(), seen.end()));
+
+    std::atomic<bool> cancel{true};
+    LoadProgress cancelled;
+    cancelled.cancel = &cancel;
+    auto other = make_vulkan();
+    CHECK_THROWS_AS(other->load(*model, cancelled), Cancelled);
+    // A cancelled load leaves no model behind: ops that need one say so.
+    Buf x = other->alloc(8, "x");
+    other->begin();
+    CHECK_THROWS_AS(other->rope(x, 1, 1, 0), Error);
+    other->submit();
     require_no_validation_messages();
 }
