@@ -43,7 +43,7 @@ std::vector<ChatShot> chatScreenshots(MainWindow* w) {
              s.contextLength = ChatEngine::defaultContext(w->state()->model()->config);
              panel->setSettings(s);
              panel->systemPrompt()->setPlainText(QStringLiteral("You are a helpful assistant."));
-             send(QStringLiteral("Hello! What can you tell me about llamas? \U0001F999"));
+             send(QStringLiteral("Hello! What can you tell me about llamas?"));
          },
          [replies] { return *replies >= 1; }},
         {QStringLiteral("chat-02-second-turn"),
@@ -57,7 +57,7 @@ std::vector<ChatShot> chatScreenshots(MainWindow* w) {
          [panel, pick] { panel->openToken(1, pick()); },
          [w, logits] { return logits->isVisible() && logits->hasContent() && !w->busy(); }},
         {QStringLiteral("logits-02-find"),
-         [logits] { logits->find(QStringLiteral(" the")); },
+         [logits] { logits->find(QStringLiteral("the")); },
          [logits] { return logits->hasContent(); }},
         {QStringLiteral("logits-03-lens"),
          [w, lens] {

@@ -76,7 +76,7 @@ ChatTranscript::ChatTranscript(Conversation* conversation, QWidget* parent)
 
 QColor ChatTranscript::tint(int piece) const {
     // Two light tints in alternation show where one token ends and the next begins.
-    return piece % 2 == 0 ? QColor(0xe6, 0xee, 0xfa) : QColor(0xf3, 0xe8, 0xf8);
+    return piece % 2 == 0 ? QColor(0xdc, 0xe8, 0xfb) : QColor(0xf1, 0xe0, 0xf7);
 }
 
 void ChatTranscript::rebuild() {

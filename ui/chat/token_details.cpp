@@ -6,6 +6,7 @@
 #include <QPainter>
 #include <QPainterPath>
 
+#include "logits/token_table_model.hpp"
 #include "views/plot_util.hpp"
 
 namespace strata::ui {
@@ -55,13 +56,14 @@ void TokenDetails::paintEvent(QPaintEvent*) {
     g.setFont(font());
     y += fm.height() + 2;
     g.setPen(palette().color(QPalette::PlaceholderText));
-    g.drawText(QRect(pad, y, width() - 2 * pad, fm.height()), Qt::AlignLeft | Qt::AlignVCenter,
-               tr("chosen with p = %1 (rank %2) \u00b7 entropy %3 nats \u00b7 step at position %4")
-                   .arg(formatValue(t.prob))
-                   .arg(t.rank + 1)
-                   .arg(t.entropy, 0, 'f', 2)
-                   .arg(t.position - 1));
-    y += fm.height() + 6;
+    const QString sub = tr("chosen with p = %1 (rank %2) at the step of position %3, whose distribution has entropy %4 nats")
+                            .arg(formatPercent(t.prob))
+                            .arg(groupDigits(qulonglong(t.rank + 1)))
+                            .arg(t.position - 1)
+                            .arg(t.entropy, 0, 'f', 2);
+    const QRect subRect = fm.boundingRect(QRect(pad, y, width() - 2 * pad, 4 * fm.height()), Qt::TextWordWrap, sub);
+    g.drawText(QRect(pad, y, width() - 2 * pad, subRect.height()), Qt::AlignLeft | Qt::TextWordWrap, sub);
+    y += subRect.height() + 6;
     const int rest = height() - y - pad;
     const int topH = rest * 3 / 5;
     paintTop(g, QRect(pad, y, width() - 2 * pad, topH));
@@ -78,7 +80,9 @@ void TokenDetails::paintTop(QPainter& g, const QRect& r) const {
     const int top = r.top() + fm.height() + 2;
     const int rh = std::max(fm.height(), (r.bottom() - top) / n);
     const int textW = std::min(r.width() / 3, fm.horizontalAdvance(QStringLiteral("MMMMMMMMMMMM")));
-    const int numW = fm.horizontalAdvance(QStringLiteral("100.0 %")) + 8;
+    int numW = 0;
+    for (int i = 0; i < n; ++i) numW = std::max(numW, fm.horizontalAdvance(formatPercent(t.topProb[size_t(i)])));
+    numW += 8;
     const int barX = r.left() + textW + 6;
     const int barW = std::max(10, r.right() - barX - numW);
     double maxP = 0;
@@ -97,8 +101,7 @@ void TokenDetails::paintTop(QPainter& g, const QRect& r) const {
         const double p = t.topProb[size_t(i)];
         g.fillRect(QRectF(barX, y + rh * 0.2, std::max(1.0, p / maxP * barW), rh * 0.6), chosen ? kChosen : kBar);
         g.setPen(palette().color(QPalette::Text));
-        g.drawText(QRect(barX + barW + 4, y, numW, rh), Qt::AlignLeft | Qt::AlignVCenter,
-                   QStringLiteral("%1 %").arg(p * 100.0, 0, 'f', 1));
+        g.drawText(QRect(barX + barW + 4, y, numW, rh), Qt::AlignLeft | Qt::AlignVCenter, formatPercent(p));
     }
 }
 

@@ -52,8 +52,8 @@ void DistributionBars::paintEvent(QPaintEvent*) {
     // Legend.
     int x = 6;
     const int ly = 4;
-    for (const auto& [colour, label] : {std::pair{kModel, tr("model")}, std::pair{kSampled, tr("after the settings")},
-                                        std::pair{kRemoved, tr("removed by the settings")}}) {
+    for (const auto& [colour, label] : {std::pair{kModel, tr("model")}, std::pair{kSampled, tr("after settings")},
+                                        std::pair{kRemoved, tr("removed")}}) {
         g.fillRect(QRect(x, ly + 3, 12, fm.height() - 6), colour);
         x += 16;
         g.setPen(palette().color(QPalette::Text));
@@ -66,8 +66,15 @@ void DistributionBars::paintEvent(QPaintEvent*) {
     int textW = 0;
     for (int i = 0; i < rows_; ++i) textW = std::max(textW, fm.horizontalAdvance(vocab_ ? vocab_->displayOf(dist_->idAt(i)) : QString()));
     textW = std::clamp(textW + 10, 60, width() / 4);
-    const int numW = fm.horizontalAdvance(QStringLiteral("00.00 % \u2192 00.00 %")) + 10;
+    auto numbers = [&](int32_t id) {
+        return dist_->survives(id) ? QStringLiteral("%1 \u2192 %2").arg(formatPercent(dist_->prob(id)), formatPercent(dist_->sampledProb(id)))
+                                   : QStringLiteral("%1 \u2192 \u2717").arg(formatPercent(dist_->prob(id)));
+    };
+    int numW = 0;
+    for (int i = 0; i < rows_; ++i) numW = std::max(numW, fm.horizontalAdvance(numbers(dist_->idAt(i))) + 10);
     const int barX = rankW + textW;
+    // The table beside has the numbers: when narrow, the bars get the room.
+    if (width() - barX - numW < 140) numW = 0;
     const int barW = std::max(20, width() - barX - numW);
     double top1 = 0;
     for (int i = 0; i < rows_; ++i) {
@@ -90,9 +97,7 @@ void DistributionBars::paintEvent(QPaintEvent*) {
         g.fillRect(QRectF(barX, y0, std::max(1.0, dist_->prob(id) / top1 * barW), half), survives ? kModel : kRemoved);
         if (survives) g.fillRect(QRectF(barX, y0 + half + 1, std::max(1.0, dist_->sampledProb(id) / top1 * barW), half), kSampled);
         g.setPen(palette().color(QPalette::Text));
-        const QString nums = survives ? QStringLiteral("%1 \u2192 %2").arg(formatPercent(dist_->prob(id)), formatPercent(dist_->sampledProb(id)))
-                                      : QStringLiteral("%1 \u2192 \u2717").arg(formatPercent(dist_->prob(id)));
-        g.drawText(QRect(barX + barW + 6, row.top(), numW - 6, rh), Qt::AlignLeft | Qt::AlignVCenter, nums);
+        if (numW > 0) g.drawText(QRect(barX + barW + 6, row.top(), numW - 6, rh), Qt::AlignLeft | Qt::AlignVCenter, numbers(id));
     }
 }
 
@@ -129,10 +134,35 @@ void RankPlot::setData(const LogitsDistribution* d, const VocabularyPtr& vocab, 
     update();
 }
 
+QString RankPlot::summary() const {
+    return tr("Probability by rank over all %1 tokens \u00b7 entropy %2 nats \u00b7 perplexity %3")
+        .arg(groupDigits(qulonglong(dist_->size())))
+        .arg(dist_->entropy(), 0, 'f', 3)
+        .arg(formatValue(dist_->perplexity()));
+}
+
+QString RankPlot::sampledSummary() const {
+    const int64_t S = dist_->survivors();
+    return tr("After the settings: %1 %2 survive, holding %3 of the model's probability \u00b7 entropy %4 nats \u00b7 "
+              "perplexity %5")
+        .arg(groupDigits(qulonglong(S)))
+        .arg(S == 1 ? tr("token") : tr("tokens"))
+        .arg(formatPercent(dist_->survivingMass()))
+        .arg(dist_->sampledEntropy(), 0, 'f', 3)
+        .arg(formatValue(dist_->sampledPerplexity()));
+}
+
+int RankPlot::textHeight(const QString& text) const {
+    return QFontMetrics(font()).boundingRect(QRect(0, 0, width() - 12, 10 * fontMetrics().height()), Qt::TextWordWrap, text).height();
+}
+
 QRectF RankPlot::plotRect() const {
     const QFontMetrics fm(font());
     const double left = fm.horizontalAdvance(QStringLiteral("1e-30")) + 12;
-    return QRectF(left, fm.height() * 3.2, width() - left - 14, height() - fm.height() * 5.4);
+    double top = fm.height() * 1.2;
+    if (dist_ && !dist_->empty()) top = 4 + textHeight(summary()) + textHeight(sampledSummary()) + fm.height() * 0.6;
+    const double right = fm.horizontalAdvance(QStringLiteral("100,000")) / 2.0 + 6;
+    return QRectF(left, top, width() - left - right, height() - top - fm.height() * 2.4);
 }
 
 double RankPlot::xOf(double rank1) const {
@@ -161,20 +191,11 @@ void RankPlot::paintEvent(QPaintEvent*) {
     const int64_t V = dist_->size();
     const int64_t S = dist_->survivors();
     // Summary above the plot.
+    const int h1 = textHeight(summary()), h2 = textHeight(sampledSummary());
     g.setPen(palette().color(QPalette::Text));
-    g.drawText(QRectF(6, 2, width() - 12, fm.height()), Qt::AlignLeft | Qt::AlignVCenter,
-               tr("Probability by rank over all %1 tokens \u00b7 entropy %2 nats \u00b7 perplexity %3")
-                   .arg(groupDigits(qulonglong(V)))
-                   .arg(dist_->entropy(), 0, 'f', 3)
-                   .arg(formatValue(dist_->perplexity())));
-    g.setPen(kSampled.darker(130));
-    g.drawText(QRectF(6, 2 + fm.height(), width() - 12, fm.height()), Qt::AlignLeft | Qt::AlignVCenter,
-               tr("after the settings: %1 %2 survive, holding %3 of the model's probability \u00b7 entropy %4 nats \u00b7 perplexity %5")
-                   .arg(groupDigits(qulonglong(S)))
-                   .arg(S == 1 ? tr("token") : tr("tokens"))
-                   .arg(formatPercent(dist_->survivingMass()))
-                   .arg(dist_->sampledEntropy(), 0, 'f', 3)
-                   .arg(formatValue(dist_->sampledPerplexity())));
+    g.drawText(QRectF(6, 2, width() - 12, h1), Qt::AlignLeft | Qt::TextWordWrap, summary());
+    g.setPen(kSampled.darker(140));
+    g.drawText(QRectF(6, 2 + h1, width() - 12, h2), Qt::AlignLeft | Qt::TextWordWrap, sampledSummary());
     // The survivors' ranks, shaded.
     if (S > 0) g.fillRect(QRectF(r.left(), r.top(), std::max(2.0, xOf(double(S)) - r.left()), r.height()), kSurvivorShade);
     // Axes and grid.
@@ -228,7 +249,9 @@ void RankPlot::paintEvent(QPaintEvent*) {
         g.setPen(QPen(kSampled, 2));
         g.drawPath(curve(true, S));
         g.setBrush(kSampled);
-        for (int64_t i = 0; i < std::min<int64_t>(S, 40); ++i) g.drawEllipse(QPointF(xOf(double(i + 1)), yOf(dist_->sampledProb(dist_->idAt(i)))), 2.5, 2.5);
+        // Each survivor as a dot when there are few enough to count.
+        if (S <= 50)
+            for (int64_t i = 0; i < S; ++i) g.drawEllipse(QPointF(xOf(double(i + 1)), yOf(dist_->sampledProb(dist_->idAt(i)))), 2.5, 2.5);
         g.setBrush(Qt::NoBrush);
     }
     // The text's actual next token.

@@ -53,6 +53,9 @@ protected:
 
 private:
     QRectF plotRect() const;
+    QString summary() const;
+    QString sampledSummary() const;
+    int textHeight(const QString& text) const;  // wrapped to the width
     double xOf(double rank1) const;   // rank counted from 1
     double yOf(double p) const;
     const LogitsDistribution* dist_ = nullptr;

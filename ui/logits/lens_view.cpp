@@ -5,6 +5,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
+#include <QScrollBar>
 #include <QSplitter>
 #include <QTableView>
 #include <QVBoxLayout>
@@ -110,15 +111,15 @@ LensView::LensView(ExplorerState* state, EngineClient* client, LogitsSource* sou
     table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     table_->horizontalHeader()->setStretchLastSection(true);
     plot_ = new LensPlot;
-    auto* split = new QSplitter(Qt::Vertical);
-    split->addWidget(table_);
-    split->addWidget(plot_);
-    split->setSizes({380, 320});
+    split_ = new QSplitter(Qt::Vertical);
+    split_->addWidget(table_);
+    split_->addWidget(plot_);
+    split_->setSizes({300, 420});
     auto* canvas = new QWidget;
     auto* cv = new QVBoxLayout(canvas);
     cv->setContentsMargins(0, 0, 0, 0);
     cv->addWidget(status_);
-    cv->addWidget(split, 1);
+    cv->addWidget(split_, 1);
     setCanvas(canvas);
     setReadout(tr("Each row: the residual after that block, read out as if it were the last one."));
 
@@ -126,7 +127,7 @@ LensView::LensView(ExplorerState* state, EngineClient* client, LogitsSource* sou
     connect(token_, &QLineEdit::returnPressed, this, [this] { follow(token_->text()); });
     connect(table_, &QTableView::clicked, this, [this](const QModelIndex& i) {
         const QVariant id = model_->data(i, Qt::UserRole);
-        if (i.column() >= LensTableModel::FirstTopColumn && i.column() < LensTableModel::RankColumn && id.isValid()) follow(id.toInt());
+        if (i.column() >= LensTableModel::FirstTopColumn && id.isValid()) follow(id.toInt());
     });
     connect(source_, &LogitsSource::lensChanged, this, &LensView::onLens);
     connect(source_, &LogitsSource::busyChanged, this, &LensView::updateStatus);
@@ -166,6 +167,11 @@ void LensView::onLens() {
     const int64_t vocab = int64_t(r->logits.size());
     model_->setLens(lens::summarize_rows(r->lens, r->lensRows, vocab, LensTableModel::kTop), r->vocab);
     final_.setLogits(std::vector<float>(r->lens.end() - vocab, r->lens.end()));
+    // The table as tall as its rows (up to half the view); the plot takes the rest.
+    const int total = split_->height();
+    const int want = table_->horizontalHeader()->height() + table_->verticalHeader()->defaultSectionSize() * int(r->lensRows) +
+                     table_->horizontalScrollBar()->sizeHint().height() + 6;
+    if (total > 0) split_->setSizes({std::min(want, total / 2), total - std::min(want, total / 2)});
     const int32_t next = source_->actualNext();
     follow(next >= 0 ? next : final_.idAt(0));
     updateStatus();

@@ -15,6 +15,7 @@
 class QLabel;
 class QLineEdit;
 class QPushButton;
+class QSplitter;
 class QTableView;
 
 namespace strata::ui {
@@ -26,7 +27,7 @@ class LensTableModel : public QAbstractTableModel {
     Q_OBJECT
 public:
     static constexpr int kTop = 5;
-    enum Column { RowColumn, FirstTopColumn, RankColumn = FirstTopColumn + kTop, ProbColumn, ColumnCount };
+    enum Column { RowColumn, RankColumn, ProbColumn, FirstTopColumn, ColumnCount = FirstTopColumn + kTop };
 
     explicit LensTableModel(QObject* parent = nullptr);
     void setLens(std::vector<lens::RowSummary> rows, const VocabularyPtr& vocab);
@@ -74,6 +75,7 @@ private:
     LensTableModel* model_;
     QTableView* table_;
     LensPlot* plot_;
+    QSplitter* split_;
     QPushButton* compute_;
     QLineEdit* token_;
     QLabel* status_;

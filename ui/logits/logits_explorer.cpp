@@ -75,9 +75,9 @@ LogitsExplorer::LogitsExplorer(ExplorerState* state, EngineClient* client, Logit
     auto* split = new QSplitter(Qt::Horizontal);
     split->addWidget(left);
     split->addWidget(right);
-    split->setStretchFactor(0, 0);
-    split->setStretchFactor(1, 1);
-    split->setSizes({440, 560});
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 2);
+    split->setSizes({480, 320});
 
     auto* canvas = new QWidget;
     auto* cv = new QVBoxLayout(canvas);
