@@ -37,8 +37,8 @@ if [ "${1:-}" = "--bundle" ]; then
   cp /usr/lib/$arch/libVkLayer_khronos_validation.so "$dest/layers/"
   sed 's|"library_path": *"[^"]*"|"library_path": "./libVkLayer_khronos_validation.so"|' \
       /usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json > "$dest/layers/VkLayer_khronos_validation.json"
-  tok="${STRATA_CACHE_DIR:-$HOME/.cache/strata}/tokenizer/tokenizer.json"
-  [ -f "$tok" ] && cp "$tok" "$dest/"
+  tok="${STRATA_CACHE_DIR:-$HOME/.cache/strata}/tokenizer/tokenizer.json"  # as scripts/setup caches it
+  [ -f "$tok" ] && mkdir -p "$dest/cache/tokenizer" && cp "$tok" "$dest/cache/tokenizer/"
   du -sh "$dest"
   exit 0
 fi
@@ -61,7 +61,8 @@ if [ -d "$DEPS" ]; then
   cmake_extra+=(-DCMAKE_PREFIX_PATH="$DEPS" -Dglm_DIR="$DEPS/share/cmake/glm" -Dnlohmann_json_DIR="$DEPS/share/cmake/nlohmann_json"
                 -DCatch2_DIR="$DEPS/lib/cmake/Catch2" -DCMAKE_POLICY_VERSION_MINIMUM=3.5)
 fi
-tokenizer="$DEPS/tokenizer.json"
+# The tokenizer as scripts/setup caches it (<cache>/tokenizer/tokenizer.json): the bundle's, else the machine's.
+tokenizer="$DEPS/cache/tokenizer/tokenizer.json"
 [ -f "$tokenizer" ] || tokenizer="${STRATA_CACHE_DIR:-$HOME/.cache/strata}/tokenizer/tokenizer.json"
 cli="$BUILD/app/strata-cli"
 tests="$BUILD/tests/strata_vulkan_tests"
