@@ -187,26 +187,37 @@ void check_matmul(Backends& backends, DType type, int64_t N, int64_t K, int64_t 
 
 }  // namespace
 
-TEST_CASE("matmul for decode (T = 1) matches the CPU backend", "[vulkan]") {
-    Backends backends;
-    for (DType type : kTypes) {
-        check_matmul(backends, type, 1, 8, 1, 0);     // one row
-        check_matmul(backends, type, 37, 13, 1, 0);   // odd row length: the scalar kernel
-        check_matmul(backends, type, 64, 256, 1, 0);  // 16-byte loads
-        check_matmul(backends, type, 3, 4096, 1, 0);  // long rows
-        check_matmul(backends, type, 33, 64, 1, 1);   // x not on a 16-byte boundary: the scalar kernel
+TEST_CASE("matmul for decode (T = 1) matches the CPU backend, in each workgroup shape", "[vulkan]") {
+    // The device's own shape (one subgroup per workgroup on lavapipe), then a GPU's: several subgroups per
+    // workgroup, reduced through shared memory.
+    for (const char* shape : {"", "128,2", "64,4"}) {
+        INFO("STRATA_VK_MATVEC=" << shape);
+        ScopedEnv env("STRATA_VK_MATVEC", shape);
+        Backends backends;
+        for (DType type : kTypes) {
+            check_matmul(backends, type, 1, 8, 1, 0);     // one row
+            check_matmul(backends, type, 37, 13, 1, 0);   // odd row length: the scalar kernel
+            check_matmul(backends, type, 64, 256, 1, 0);  // 16-byte loads
+            check_matmul(backends, type, 3, 4096, 1, 0);  // long rows
+            check_matmul(backends, type, 33, 64, 1, 1);   // x not on a 16-byte boundary: the scalar kernel
+        }
+        // More workgroups than one dispatch dimension allows (140000 rows / 2 rows per workgroup > 65535).
+        if (std::string(shape) != "64,4") check_matmul(backends, DType::BF16, 140000, 8, 1, 0);
     }
-    // More workgroups than one dispatch dimension allows (140000 rows / 2 rows per workgroup > 65535).
-    check_matmul(backends, DType::BF16, 140000, 8, 1, 0);
     require_no_validation_messages();
 }
 
 TEST_CASE("matmul for prefill (T > 1) matches the CPU backend, streaming and tiled", "[vulkan]") {
-    for (const char* tiled_from : {"1000000", "2"}) {
-        // Short prompts stream the weights (matvec.comp, several tokens per load); the tiled kernel
-        // (matmul.comp) takes the long ones, from 2 tokens here so that every shape reaches it.
-        INFO("STRATA_VK_TILED_FROM=" << tiled_from);
-        ScopedEnv env("STRATA_VK_TILED_FROM", tiled_from);
+    struct Mode {
+        const char* tiled_from;
+        const char* matvec;
+    };
+    // Short prompts stream the weights (matvec.comp, several tokens per load, in the device's shape and in a
+    // GPU's); the tiled kernel (matmul.comp) takes long ones, from 2 tokens here so that every shape reaches it.
+    for (const Mode& mode : {Mode{"1000000", ""}, Mode{"1000000", "128,2"}, Mode{"2", ""}}) {
+        INFO("STRATA_VK_TILED_FROM=" << mode.tiled_from << " STRATA_VK_MATVEC=" << mode.matvec);
+        ScopedEnv tiled("STRATA_VK_TILED_FROM", mode.tiled_from);
+        ScopedEnv shape("STRATA_VK_MATVEC", mode.matvec);
         Backends backends;
         for (DType type : kTypes) {
             check_matmul(backends, type, 37, 13, 2, 0);
@@ -300,40 +311,43 @@ TEST_CASE("attention matches the CPU backend (grouped-query, causal, probs, spli
 }
 
 TEST_CASE("top-k matches the CPU backend (ties by lower id, -inf, NaN)", "[vulkan]") {
-    for (int64_t n : {1, 10, 4097, 140000}) {
-        for (int64_t k : {1, 10, 64, 100}) {
-            INFO("n " << n << " k " << k);
-            std::vector<float> row = random_floats(n, 51);
-            for (float& x : row) x = std::round(x * 4.0f) / 4.0f;  // many ties
-            if (n > 5) {
-                row[3] = -std::numeric_limits<float>::infinity();
-                row[4] = std::numeric_limits<float>::quiet_NaN();
-                row[static_cast<size_t>(n - 1)] = 100.0f;  // the winner sits at the end
-            }
-            Filler f;
-            const int32_t ir = f.add(row);
-            const Model& m = f.model();
-            std::vector<TokenScore> results[2];
-            int which = 0;
-            for (auto& b : {make_cpu(), make_vulkan()}) {
-                b->load(m);
-                Buf x = b->alloc(n + 5, "row");
-                b->begin();
-                f.fill(*b, x.at(5, n), ir, n);
-                Readback r = b->topk(x.at(5, n), n, k);
-                b->submit();
-                results[which++] = b->topk_result(r);
-            }
-            const auto& want = results[0];
-            const auto& got = results[1];
-            REQUIRE(got.size() == want.size());
-            REQUIRE(static_cast<int64_t>(got.size()) == std::min(n, k));
-            for (size_t i = 0; i < got.size(); ++i) {
-                INFO("rank " << i);
-                REQUIRE(got[i].id == want[i].id);
-                REQUIRE((got[i].logit == want[i].logit || (std::isnan(got[i].logit) && std::isnan(want[i].logit))));
+    // The device's own workgroup shape, then a GPU's (256 invocations, winners merged through shared memory).
+    for (const char* wg : {"", "256"})
+        for (int64_t n : {1, 10, 4097, 140000}) {
+            for (int64_t k : {1, 10, 64, 100}) {
+                INFO("STRATA_VK_TOPK_WG=" << wg << " n " << n << " k " << k);
+                ScopedEnv env("STRATA_VK_TOPK_WG", wg);
+                std::vector<float> row = random_floats(n, 51);
+                for (float& x : row) x = std::round(x * 4.0f) / 4.0f;  // many ties
+                if (n > 5) {
+                    row[3] = -std::numeric_limits<float>::infinity();
+                    row[4] = std::numeric_limits<float>::quiet_NaN();
+                    row[static_cast<size_t>(n - 1)] = 100.0f;  // the winner sits at the end
+                }
+                Filler f;
+                const int32_t ir = f.add(row);
+                const Model& m = f.model();
+                std::vector<TokenScore> results[2];
+                int which = 0;
+                for (auto& b : {make_cpu(), make_vulkan()}) {
+                    b->load(m);
+                    Buf x = b->alloc(n + 5, "row");
+                    b->begin();
+                    f.fill(*b, x.at(5, n), ir, n);
+                    Readback r = b->topk(x.at(5, n), n, k);
+                    b->submit();
+                    results[which++] = b->topk_result(r);
+                }
+                const auto& want = results[0];
+                const auto& got = results[1];
+                REQUIRE(got.size() == want.size());
+                REQUIRE(static_cast<int64_t>(got.size()) == std::min(n, k));
+                for (size_t i = 0; i < got.size(); ++i) {
+                    INFO("rank " << i);
+                    REQUIRE(got[i].id == want[i].id);
+                    REQUIRE((got[i].logit == want[i].logit || (std::isnan(got[i].logit) && std::isnan(want[i].logit))));
+                }
             }
         }
-    }
     require_no_validation_messages();
 }

@@ -39,6 +39,11 @@ KernelTuning tuning_for(const VulkanDeviceInfo& device) {
             t.matvec_rows = rows;
         }
     }
+    // STRATA_VK_TOPK_WG=N: the top-k workgroup size (tests run a GPU's shape on lavapipe).
+    if (const char* e = std::getenv("STRATA_VK_TOPK_WG")) {
+        const long long wg = std::atoll(e);
+        if (wg >= 1 && wg <= 1024 && (wg & (wg - 1)) == 0) t.topk_workgroup = static_cast<uint32_t>(wg);
+    }
     if (const char* e = std::getenv("STRATA_VK_ATTN_SPLIT_FROM")) {
         const long long from = std::atoll(e);
         if (from >= 1) t.attention_split_from = from;
