@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "strata/error.hpp"
+#include "strata/quant.hpp"
 
 namespace strata {
 
@@ -42,9 +43,7 @@ void TensorView::row_to_f32(int64_t r, float* out) const {
                 out[i] = bf16_to_f32(h);
             }
             return;
-        default:
-            throw UnsupportedError("not supported yet: " + std::string(dtype_name(dtype)) + " in " +
-                                   (source_name.empty() ? name : source_name));
+        default: quant::dequantize(dtype, p, out, n); return;  // ggml block types
     }
 }
 

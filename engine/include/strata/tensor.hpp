@@ -29,7 +29,7 @@ struct TensorView {
     uint64_t row_bytes() const { return dtype_bytes(dtype, cols()); }
     int64_t physical_row(int64_t r) const;
     const std::byte* row_ptr(int64_t r) const { return data + physical_row(r) * row_bytes(); }
-    // Canonical row r widened to float32 into out[0..cols) (F32/F16/BF16 and, later, block types).
+    // Canonical row r widened to float32 into out[0..cols) (F32/F16/BF16, and ggml block types dequantized).
     void row_to_f32(int64_t r, float* out) const;
     // The whole tensor in canonical layout as float32 (tests and small tensors only: this copies).
     std::vector<float> to_f32() const;

@@ -1,7 +1,7 @@
 #pragma once
 // Writing a loaded model in the other checkpoint formats. Writers read canonical rows (TensorView::row_ptr undoes
 // Hugging Face's q/k permutation), so every output is in Meta's interleaved layout, and tensors keep their stored
-// type (F32/F16/BF16): the bytes of each canonical row are copied unchanged.
+// type (F32/F16/BF16 or ggml blocks): the bytes of each canonical row are copied unchanged.
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -17,6 +17,10 @@ namespace strata {
 // bos/eos) so that other GGUF tools can run it, and rope_freqs.weight for Llama 3.1 scaling. Throws Error when
 // the file cannot be written, UnsupportedError for a tensor type GGUF lacks.
 void write_gguf(const Model& model, const std::filesystem::path& out);
+
+// general.file_type (llama.cpp's llama_ftype numbering) of a file whose weights are mostly `t`: F32 0, F16 1,
+// Q4_0 2, Q8_0 7, Q4_K 14 (Q4_K_S), Q5_K 16 (Q5_K_S), Q6_K 18, BF16 32.
+uint32_t gguf_file_type(DType t);
 
 // A Meta folder: params.json, consolidated.00.pth (torch.save's zip layout with a protocol-2 pickle of a dict of
 // tensors) and tokenizer.model (tiktoken ranks). Creates out_dir if needed.

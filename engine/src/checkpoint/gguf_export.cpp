@@ -25,15 +25,25 @@ constexpr int64_t kTokenNormal = 1;
 constexpr int64_t kTokenControl = 3;
 constexpr int64_t kTokenUnused = 5;
 
-// llama_ftype: what most of the weights are.
-uint32_t file_type(DType t) {
+}  // namespace
+
+// llama_ftype (llama.h): what most of the weights are. A uniform K type is numbered as llama.cpp's "_S" mix
+// of that type, the nearest it has.
+uint32_t gguf_file_type(DType t) {
     switch (t) {
         case DType::F32: return 0;    // LLAMA_FTYPE_ALL_F32
         case DType::F16: return 1;    // LLAMA_FTYPE_MOSTLY_F16
+        case DType::Q4_0: return 2;   // LLAMA_FTYPE_MOSTLY_Q4_0
+        case DType::Q8_0: return 7;   // LLAMA_FTYPE_MOSTLY_Q8_0
+        case DType::Q4_K: return 14;  // LLAMA_FTYPE_MOSTLY_Q4_K_S
+        case DType::Q5_K: return 16;  // LLAMA_FTYPE_MOSTLY_Q5_K_S
+        case DType::Q6_K: return 18;  // LLAMA_FTYPE_MOSTLY_Q6_K
         case DType::BF16: return 32;  // LLAMA_FTYPE_MOSTLY_BF16
-        default: throw UnsupportedError("write_gguf: " + std::string(dtype_name(t)) + " weights are not supported yet");
     }
+    throw UnsupportedError("write_gguf: no GGUF file type for " + std::string(dtype_name(t)));
 }
+
+namespace {
 
 // The Llama 3 instruct template, for tools that format chats from the file (Strata builds its own).
 constexpr const char* kChatTemplate =
@@ -131,7 +141,8 @@ void write_gguf(const Model& model, const fs::path& out) {
     gguf::Writer w;
     w.set("general.architecture", Value::string("llama"));
     w.set("general.name", Value::string(c.name));
-    w.set("general.file_type", Value::u32(file_type(model.tensor("tok_embeddings").dtype)));
+    w.set("general.file_type", Value::u32(gguf_file_type(model.tensor("tok_embeddings").dtype)));
+    if (dtype_is_block(model.tensor("tok_embeddings").dtype)) w.set("general.quantization_version", Value::u32(2));
     w.set("llama.vocab_size", Value::u32(static_cast<uint32_t>(c.vocab_size)));
     w.set("llama.context_length", Value::u32(static_cast<uint32_t>(c.max_seq_len)));
     w.set("llama.embedding_length", Value::u32(static_cast<uint32_t>(c.dim)));

@@ -243,10 +243,15 @@ std::unique_ptr<Model> load_gguf(const fs::path& path, const LoadProgress& progr
     for (const gguf::TensorInfo& t : g.tensors) {
         const std::string name = canonical_name(t.name, fname);
         const gguf::TypeInfo& ti = *gguf::type_info(t.type);  // parse() rejected unknown ids
-        // Quantized blocks arrive with the quantization issue; until then the message names type and tensor.
-        if (!ti.dtype || dtype_is_block(*ti.dtype))
+        // F32/F16/BF16 and the block types of Q4_K_M / Q5_K_M files (strata/quant.hpp); other ggml types are
+        // named in the error. parse() has checked that rows are whole blocks and the bytes lie in the file;
+        // block contents (finite scales) are validated by the backend that loads them.
+        if (!ti.dtype)
             throw UnsupportedError("not supported yet: " + std::string(ti.name) + " in " + t.name + " (" + fname +
-                                   ")");
+                                   "; Strata reads F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K)");
+        if (name.empty() && dtype_is_block(*ti.dtype))
+            throw UnsupportedError(fname + ": rope_freqs.weight is " + std::string(ti.name) +
+                                   "; Strata reads its factors as F32, F16 or BF16");
         if (name.empty()) {
             rope_freqs = &t;
             continue;

@@ -10,6 +10,7 @@
 
 #include "cpu/kernels.hpp"
 #include "strata/error.hpp"
+#include "strata/quant.hpp"
 
 namespace strata::cpu {
 
@@ -60,12 +61,33 @@ void CpuBackend::load(const Model& model, const LoadProgress& progress) {
     uint64_t bytes = 0, total_bytes = 0;
     for (const auto& [name, t] : model.tensors) total_bytes += t.nbytes;
     // Weights stay where they are mapped; only check now that every one can be widened, so that an
-    // unsupported type fails at load and not in the middle of a forward pass.
+    // unsupported type fails at load and not in the middle of a forward pass. Quantized blocks are validated
+    // here once (finite f16 scales, strata/quant.hpp), so the kernels can decode without checks.
     for (const auto& [name, t] : model.tensors) {
         if (progress.cancel && progress.cancel->load()) throw Cancelled();
-        if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
-            throw UnsupportedError("not supported yet: " + std::string(dtype_name(t.dtype)) + " in " +
-                                   (t.source_name.empty() ? name : t.source_name) + " (CPU backend)");
+        const std::string what = (t.source_name.empty() ? name : t.source_name) + (t.file.empty() ? "" : " in " + t.file);
+        if (!supported(t.dtype))
+            throw UnsupportedError("not supported yet: " + std::string(dtype_name(t.dtype)) + " in " + what +
+                                   " (CPU backend)");
+        if (dtype_is_block(t.dtype)) {
+            const int64_t n = t.numel();
+            if (dtype_bytes(t.dtype, n) > t.nbytes || n % dtype_block_size(t.dtype) != 0)
+                throw FormatError(what + ": " + std::to_string(t.nbytes) + " bytes do not hold " + std::to_string(n) +
+                                  " " + std::string(dtype_name(t.dtype)) + " weights");
+            const int64_t rows = t.shape.size() < 2 ? 1 : t.rows(), cols = t.cols();
+            pool_.parallel_for(rows, 64, [&](int64_t r0, int64_t r1) {
+                try {
+                    quant::validate(t.dtype, t.data + static_cast<uint64_t>(r0) * t.row_bytes(), (r1 - r0) * cols,
+                                    what);
+                } catch (const FormatError&) {
+                    // Again row by row, so that the message names the row (blocks count from its start).
+                    for (int64_t r = r0; r < r1; ++r)
+                        quant::validate(t.dtype, t.data + static_cast<uint64_t>(r) * t.row_bytes(), cols,
+                                        what + " row " + std::to_string(r));
+                    throw;
+                }
+            });
+        }
         bytes += t.nbytes;
         ++done;
         if (progress.on_progress) progress.on_progress(bytes, total_bytes, done, total);

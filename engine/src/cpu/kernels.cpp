@@ -5,6 +5,7 @@
 #include <string>
 
 #include "strata/error.hpp"
+#include "strata/quant.hpp"
 
 // 32-byte vectors are passed only between always-inlined helpers, so the ABI note does not apply.
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -253,9 +254,27 @@ STRATA_SIMD_CLONES void tiles_dispatch(const float* wblock, int64_t nrows, const
 
 }  // namespace
 
+bool supported(DType t) {
+    switch (t) {
+        case DType::F32:
+        case DType::F16:
+        case DType::BF16:
+        case DType::Q8_0:
+        case DType::Q4_0:
+        case DType::Q4_K:
+        case DType::Q5_K:
+        case DType::Q6_K: return true;
+    }
+    return false;
+}
+
 void widen_row(const TensorView& w, int64_t r, float* out) {
-    if (w.dtype != DType::F32 && w.dtype != DType::F16 && w.dtype != DType::BF16) unsupported(w);
+    if (!supported(w.dtype)) unsupported(w);
     const std::byte* p = w.shape.size() < 2 ? w.data : w.row_ptr(r);
+    if (dtype_is_block(w.dtype)) {
+        quant::dequantize(w.dtype, p, out, w.cols());  // one row: prefill scratch, embedding lookup
+        return;
+    }
     widen_dispatch(w.dtype, p, out, w.cols());
 }
 
@@ -266,7 +285,13 @@ void axpy(float a, const float* x, float* y, int64_t n) {
 }
 
 void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1) {
-    if (w.dtype != DType::F32 && w.dtype != DType::F16 && w.dtype != DType::BF16) unsupported(w);
+    if (!supported(w.dtype)) unsupported(w);
+    if (dtype_is_block(w.dtype)) {
+        // Blocks are decoded inside the dot product, a super-block at a time; activations stay float32.
+        const int64_t n = w.cols();
+        for (int64_t r = r0; r < r1; ++r) out[r] = quant::dot(w.dtype, w.row_ptr(r), x, n);
+        return;
+    }
     matvec_dispatch(w, x, out, r0, r1);
 }
 

@@ -1,6 +1,7 @@
 #pragma once
-// The inner loops of the CPU backend: widening stored weights (F32, F16, BF16) to float32 and the dot products
-// of matmul and attention. Written with GCC vector extensions so that -O3 emits SIMD code on any target; on
+// The inner loops of the CPU backend: widening stored weights (F32, F16, BF16, ggml blocks) to float32 and the
+// dot products of matmul and attention. Block types are decoded a block at a time inside the dot products
+// (strata/quant.hpp), never as a dequantized copy of a whole weight. Written with GCC vector extensions so that -O3 emits SIMD code on any target; on
 // x86-64 each kernel is also cloned for x86-64-v3 (AVX2 + FMA) and picked at load time.
 #include <cstdint>
 
@@ -10,6 +11,9 @@ namespace strata::cpu {
 
 // Rows of a weight widened together by the prefill kernel (each widened once per matmul, reused for all T).
 inline constexpr int64_t kRowBlock = 8;
+
+// The stored types the kernels read.
+bool supported(DType t);
 
 // out[0..cols) = canonical row r of w as float32 (the HF rope permutation resolved by row_ptr).
 void widen_row(const TensorView& w, int64_t r, float* out);

@@ -1,0 +1,58 @@
+#pragma once
+// ggml's quantized block types (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K), as the GGUF files of llama.cpp store them.
+//
+// Block layouts (ggml-common.h; all multi-byte fields little-endian, f16 = IEEE binary16):
+//   Q8_0  32 weights,  34 bytes: d:f16, qs:int8[32]                 w[i] = d * qs[i]
+//   Q4_0  32 weights,  18 bytes: d:f16, qs:u8[16]                   w[j] = d * ((qs[j] & 15) - 8),
+//                                                                    w[j+16] = d * ((qs[j] >> 4) - 8)
+//   Q4_K 256 weights, 144 bytes: d:f16, dmin:f16, scales:u8[12], qs:u8[128]
+//        8 sub-blocks of 32 with 6-bit scale sc and 6-bit min m each (packed in `scales`);
+//        w = (d*sc) * q - (dmin*m), q in [0, 15]; chunk c of 64 weights uses qs[32c..32c+32): low nibbles are
+//        sub-block 2c, high nibbles sub-block 2c+1
+//   Q5_K 256 weights, 176 bytes: d:f16, dmin:f16, scales:u8[12], qh:u8[32], qs:u8[128]
+//        as Q4_K with q in [0, 31]; bit 2c of qh[l] is the fifth bit of the low nibble of chunk c, bit 2c+1 of the
+//        high nibble
+//   Q6_K 256 weights, 210 bytes: ql:u8[128], qh:u8[64], scales:int8[16], d:f16
+//        16 sub-blocks of 16, w = (d*sc) * (q - 32), q in [0, 63] (4 low bits in ql, 2 high bits in qh)
+//
+// Arithmetic: every weight is computed in float32 in the order written above (as ggml's reference dequantizer
+// does), so dequantize() is exact and deterministic: a decoder written from this table gives the same bits.
+// f16 scales are widened exactly, subnormals included.
+//
+// Malformed blocks: a block is malformed when one of its f16 scales (d, and dmin for the K types) is NaN or
+// infinite; every other bit pattern is a valid block (negative d included: ggml's Q8_0/Q4_0 quantizers write
+// them). validate() throws FormatError for malformed blocks; dequantize() and dot() do not check (they would
+// produce NaN/Inf), so weights from a file are validated once when a backend loads them.
+//
+// Thread safety: every function here is pure (no shared state).
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "strata/dtype.hpp"
+
+namespace strata::quant {
+
+// n must be a multiple of dtype_block_size(t); src holds dtype_bytes(t, n) bytes. For F32/F16/BF16 these widen.
+void dequantize(DType t, const void* src, float* dst, int64_t n);
+
+// sum_i w[i] * x[i] over the n weights of `row` (stored as t), float32 accumulation (partial sums per lane).
+// Equal, to float32 rounding, to dot(dequantize(row), x).
+float dot(DType t, const void* row, const float* x, int64_t n);
+
+// Quantizes n floats (a multiple of the block size) into dtype_bytes(t, n) bytes at dst, for Q8_0, Q4_0, Q4_K,
+// Q5_K and Q6_K. Throws InputError for a non-finite input or one too large for the type's f16 scales
+// (|x| beyond ~65504 * 127), UnsupportedError for other types.
+void quantize(DType t, const float* src, void* dst, int64_t n);
+
+// Throws FormatError naming `what`, the block index and the bad scale when a block of the n weights at src is
+// malformed (see above). A no-op for F32/F16/BF16.
+void validate(DType t, const void* src, int64_t n, std::string_view what);
+
+// True for the types quantize() produces.
+bool can_quantize(DType t);
+
+// Bits per weight of a stored type: 32, 16, 8.5 (Q8_0), 4.5 (Q4_0, Q4_K), 5.5 (Q5_K), 6.5625 (Q6_K).
+double bits_per_weight(DType t);
+
+}  // namespace strata::quant
