@@ -323,6 +323,34 @@ Trace Transformer::step(KVCache& cache, std::span<const int32_t> tokens, const T
     return trace;
 }
 
+// logits = output(norm(h)) for rows of h the caller holds (the lens over a traced residual stream). Buffers of
+// their own, so the step's scratch and any cache stay untouched.
+std::vector<float> Transformer::project(std::span<const float> residual, int64_t rows) {
+    const ModelConfig& c = model_->config;
+    if (rows <= 0 || static_cast<int64_t>(residual.size()) != rows * c.dim)
+        throw InputError("project: " + std::to_string(residual.size()) + " values are not " + std::to_string(rows) +
+                         " rows of dim " + std::to_string(c.dim));
+    Backend& b = *backend_;
+    const Buf h = b.alloc(rows * c.dim, "lens h");
+    const Buf hn = b.alloc(rows * c.dim, "lens norm");
+    const Buf logits = b.alloc(rows * c.vocab_size, "lens logits");
+    std::vector<float> out;
+    try {
+        b.begin();
+        b.write(h, residual);
+        b.rmsnorm(hn, h, *scratch_->norm, rows, c.norm_eps);
+        b.matmul(logits, hn, *scratch_->output, rows);
+        const Readback r = b.readback(logits, rows * c.vocab_size);
+        b.submit();
+        out = b.fetch(r);
+    } catch (...) {
+        for (Buf x : {h, hn, logits}) b.free(x);
+        throw;
+    }
+    for (Buf x : {h, hn, logits}) b.free(x);
+    return out;
+}
+
 // ---------------------------------------------------------------------------------------------- weights
 
 namespace {

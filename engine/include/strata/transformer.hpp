@@ -48,6 +48,11 @@ public:
                   const std::atomic<bool>* cancel = nullptr);
     Trace decode(KVCache& cache, int32_t token, const TraceRequest& request);
 
+    // The residual rows [rows, dim] through the final norm and the output projection on the backend, as the
+    // model's last two steps would (the logit lens: h.N read out as if block N were the last). [rows, vocab].
+    // Throws InputError when the values are not whole rows of dim.
+    std::vector<float> project(std::span<const float> residual, int64_t rows);
+
     const Model& model() const { return *model_; }
     Backend& backend() const { return *backend_; }
 

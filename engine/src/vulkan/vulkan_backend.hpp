@@ -98,6 +98,7 @@ public:
     void copy(Buf dst, Buf src, int64_t n) override;
     Readback topk(Buf row, int64_t n, int64_t k) override;
     Readback readback(Buf src, int64_t n) override;
+    void write(Buf dst, std::span<const float> src) override;  // write.cpp
 
     std::vector<float> fetch(Readback r) override;
     std::vector<TokenScore> topk_result(Readback r) override;
