@@ -189,6 +189,12 @@ STRATA_COMMAND(Command{"bench",
                        "[--bandwidth-mib N] [--repeats R]",
                        "prefill and decode tokens/s, effective weight GB/s of decode, the machine's memory "
                        "bandwidth and the fraction decode reaches (JSON)",
-                       run_bench});
+                       run_bench,
+                       with_model_options({
+                           {"prompt", "N", "prompt tokens for the prefill measurement (default 128)"},
+                           {"gen", "M", "tokens to decode for the decode measurement (default 32)"},
+                           {"bandwidth-mib", "N", "MiB read by the memory bandwidth probe (default 1024)"},
+                           {"repeats", "R", "repeats of each measurement; the best counts (default 5)"},
+                       })});
 
 }  // namespace strata::cli

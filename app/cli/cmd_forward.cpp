@@ -95,6 +95,13 @@ STRATA_COMMAND(Command{"forward",
                        "[--threads N] [--top-k K] [--dump DIR [--probs]]",
                        "one forward pass: top-k next tokens at every position (JSON); --dump writes every "
                        "intermediate tensor as .npy",
-                       run_forward});
+                       run_forward,
+                       with_model_options({
+                           {"tokens", "ID,ID,...", "the prompt as token ids, used as given"},
+                           {"text", "TEXT", "the prompt as text, after <|begin_of_text|>"},
+                           {"top-k", "K", "next tokens listed per position (default 5)"},
+                           {"dump", "DIR", "write every traced tensor into DIR as .npy, with an index"},
+                           {"probs", "", "with --dump: also keep the attention probabilities (T x T per head)"},
+                       })});
 
 }  // namespace strata::cli

@@ -113,6 +113,19 @@ STRATA_COMMAND(Command{"generate",
                        "--model PATH (--tokens ID,ID,... | --text TEXT | --chat MESSAGE [--system TEXT]) "
                        "[--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--min-p M] [--seed S] "
                        "[--backend cpu|vulkan] [--device N] [--threads N] [--json]",
-                       "generate text: streamed to stdout, or {\"ids\", \"text\"} with --json", run_generate});
+                       "generate text: streamed to stdout, or {\"ids\", \"text\"} with --json", run_generate,
+                       with_model_options({
+                           {"tokens", "ID,ID,...", "the prompt as token ids (plain completion)"},
+                           {"text", "TEXT", "the prompt as text after <|begin_of_text|> (plain completion)"},
+                           {"chat", "MESSAGE", "a user message in the Llama 3 instruct chat template"},
+                           {"system", "TEXT", "with --chat: a system message before it"},
+                           {"max-tokens", "N", "the most tokens to generate (default 128)"},
+                           {"temperature", "T", "sampling temperature; 0 is greedy (default 0)"},
+                           {"top-k", "K", "keep the K most likely tokens; 0 keeps all (default 0)"},
+                           {"top-p", "P", "keep the smallest set of tokens whose probability reaches P (default 1)"},
+                           {"min-p", "M", "drop tokens below M times the top probability (default 0)"},
+                           {"seed", "S", "the sampler's seed (default 0)"},
+                           {"json", "", "print {\"ids\", \"text\"} at the end instead of streaming"},
+                       })});
 
 }  // namespace strata::cli

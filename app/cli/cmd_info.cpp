@@ -40,6 +40,7 @@ int run_info(const Args& args) {
 }  // namespace
 
 STRATA_COMMAND(Command{"info", "--model PATH",
-                       "describe a checkpoint: format, config, parameter counts, dtypes, file bytes (JSON)", run_info});
+                       "describe a checkpoint: format, config, parameter counts, dtypes, file bytes (JSON)", run_info,
+                       {{"model", "PATH", "a Hugging Face or Meta folder, or a .gguf file"}}});
 
 }  // namespace strata::cli

@@ -2,6 +2,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -14,16 +16,24 @@ namespace fs = std::filesystem;
 namespace strata::cli {
 namespace {
 
-// Where scripts/setup caches the tokenizer: $STRATA_CACHE_DIR, else ~/.cache/strata.
+// The Llama 3 tokenizer, looked for where scripts/setup caches it ($STRATA_CACHE_DIR, else ~/.cache/strata) and
+// where the package installs it (share/strata beside the executable's bin/, then /usr/share/strata).
 fs::path default_tokenizer() {
-    fs::path cache;
-    if (const char* c = std::getenv("STRATA_CACHE_DIR"); c && *c)
-        cache = c;
-    else if (const char* h = std::getenv("HOME"); h && *h)
-        cache = fs::path(h) / ".cache" / "strata";
-    else
-        throw UsageError("neither STRATA_CACHE_DIR nor HOME is set: pass --tokenizer PATH");
-    return cache / "tokenizer" / "tokenizer.json";
+    std::vector<fs::path> candidates;
+    if (const char* c = std::getenv("STRATA_CACHE_DIR"); c && *c) candidates.push_back(fs::path(c) / "tokenizer" / "tokenizer.json");
+    if (const char* h = std::getenv("HOME"); h && *h)
+        candidates.push_back(fs::path(h) / ".cache" / "strata" / "tokenizer" / "tokenizer.json");
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec) candidates.push_back(exe.parent_path().parent_path() / "share" / "strata" / "tokenizer.json");
+    candidates.push_back("/usr/share/strata/tokenizer.json");
+    std::string tried;
+    for (const fs::path& p : candidates) {
+        if (fs::is_regular_file(p, ec)) return p;
+        tried += (tried.empty() ? "" : ", ") + p.string();
+    }
+    throw UsageError("no Llama 3 tokenizer.json found (looked in " + tried +
+                     "): pass --tokenizer PATH, run scripts/setup, or install the strata package");
 }
 
 int run_make_demo(const Args& args) {
@@ -49,6 +59,9 @@ int run_make_demo(const Args& args) {
 
 STRATA_COMMAND(Command{"make-demo", "--out DIR [--tokenizer PATH] [--seed N]",
                        "write the demonstration model (Llama 3 architecture, random weights, real tokenizer)",
-                       run_make_demo});
+                       run_make_demo,
+                       {{"out", "DIR", "the folder to write (created)"},
+                        {"tokenizer", "PATH", "the Llama 3 tokenizer.json (default: the cached or installed one)"},
+                        {"seed", "N", "the seed of the random weights (default 20240418)"}}});
 
 }  // namespace strata::cli

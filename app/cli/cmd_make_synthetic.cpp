@@ -178,6 +178,10 @@ int run_make_synthetic(const Args& args) {
 
 STRATA_COMMAND(Command{"make-synthetic", "--out DIR --tokenizer PATH [--shape 1b|8b] [--layers N]",
                        "write a Llama-3-shaped checkpoint of random bf16 weights, for benchmarks at real sizes",
-                       run_make_synthetic});
+                       run_make_synthetic,
+                       {{"out", "DIR", "the folder to write (created)"},
+                        {"tokenizer", "PATH", "the Llama 3 tokenizer.json to copy in"},
+                        {"shape", "1b|8b", "Llama 3.2 1B or Llama 3 8B dimensions (default 1b)"},
+                        {"layers", "N", "fewer blocks than the real model, for quicker runs"}}});
 
 }  // namespace strata::cli

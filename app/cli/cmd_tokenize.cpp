@@ -195,8 +195,17 @@ int run_detokenize(const Args& args) {
 
 STRATA_COMMAND(Command{"tokenize", "--model PATH (--text TEXT | --file F) [--bos] [--special] | --bench [--mb N] [--file F]",
                        "encode text with the model's Llama 3 tokenizer: {\"ids\": [...], \"pieces\": [...]}",
-                       run_tokenize});
+                       run_tokenize,
+                       {{"model", "PATH", "a checkpoint, or a tokenizer.json / tokenizer.model"},
+                        {"text", "TEXT", "the text to encode"},
+                        {"file", "F", "read the text from a file"},
+                        {"bos", "", "put <|begin_of_text|> first"},
+                        {"special", "", "let special-token text (<|eot_id|>) become special tokens"},
+                        {"bench", "", "measure encoding speed (MB/s) instead"},
+                        {"mb", "N", "with --bench: MiB of generated text (default 4)"}}});
 STRATA_COMMAND(Command{"detokenize", "--model PATH --ids 1,2,3",
-                       "decode token ids to text (broken UTF-8 shows as U+FFFD)", run_detokenize});
+                       "decode token ids to text (broken UTF-8 shows as U+FFFD)", run_detokenize,
+                       {{"model", "PATH", "a checkpoint, or a tokenizer.json / tokenizer.model"},
+                        {"ids", "1,2,3", "comma-separated token ids"}}});
 
 }  // namespace strata::cli

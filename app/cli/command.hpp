@@ -33,11 +33,37 @@ struct UsageError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// One option of a command, for `strata-cli COMMAND --help`, `strata-cli --help` and the man page.
+struct Option {
+    const char* name;  // "model" for --model
+    const char* arg;   // "PATH"; "" for a switch
+    const char* help;  // one line
+};
+
+// The options the commands that run a model share (see model_args.hpp).
+inline const std::vector<Option>& model_options() {
+    static const std::vector<Option> o{
+        {"model", "PATH", "a Hugging Face or Meta folder, or a .gguf file"},
+        {"backend", "cpu|vulkan", "where the forward pass runs (default cpu)"},
+        {"device", "N", "the Vulkan device, as `strata-cli devices` numbers them (default: the best one)"},
+        {"threads", "N", "CPU threads (0 = all cores; default 0)"},
+    };
+    return o;
+}
+
+// The shared model options followed by a command's own.
+inline std::vector<Option> with_model_options(std::vector<Option> own) {
+    std::vector<Option> all = model_options();
+    all.insert(all.end(), own.begin(), own.end());
+    return all;
+}
+
 struct Command {
     const char* name;
     const char* usage;    // "--model PATH [--bos] ..."
     const char* summary;  // one line
     int (*run)(const Args&);
+    std::vector<Option> options = {};  // described options; the usage line names them all
 };
 
 bool register_command(const Command& c);

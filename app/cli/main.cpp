@@ -112,13 +112,104 @@ void Args::allow_only(const std::vector<std::string>& keys) const {
 }  // namespace strata::cli
 
 namespace {
+
+using strata::cli::Command;
+using strata::cli::Option;
+
+// The environment and files the man page documents; the commands and options come from the registry.
+struct Note {
+    const char* name;
+    const char* text;
+};
+const Note kEnvironment[] = {
+    {"STRATA_CACHE_DIR", "where scripts/setup caches the Llama 3 tokenizer (tokenizer/tokenizer.json); default "
+                         "~/.cache/strata"},
+    {"VK_DRIVER_FILES, VK_ICD_FILENAMES", "the Vulkan loader's choice of drivers (for example Mesa's lavapipe)"},
+    {"STRATA_VK_VALIDATION", "1 turns the Khronos validation layer on"},
+};
+const Note kFiles[] = {
+    {"/usr/share/strata/tokenizer.json", "the Llama 3 tokenizer installed with the package; make-demo uses it when "
+                                         "no --tokenizer is given and none is cached"},
+    {"~/.cache/strata/tokenizer/tokenizer.json", "the tokenizer fetched by scripts/setup in a source checkout"},
+};
+
+void print_options(std::FILE* f, const Command& c) {
+    for (const Option& o : c.options) {
+        std::string flag = std::string("--") + o.name;
+        if (*o.arg) flag += std::string(" ") + o.arg;
+        if (flag.size() <= 22)
+            std::fprintf(f, "      %-22s %s\n", flag.c_str(), o.help);
+        else
+            std::fprintf(f, "      %s\n      %-22s %s\n", flag.c_str(), "", o.help);
+    }
+}
+
+void print_command_help(std::FILE* f, const Command& c) {
+    std::fprintf(f, "usage: strata-cli %s %s\n  %s\n", c.name, c.usage, c.summary);
+    if (!c.options.empty()) {
+        std::fprintf(f, "\noptions:\n");
+        print_options(f, c);
+    }
+}
+
 void print_help(std::FILE* f) {
     std::fprintf(f, "strata-cli %s: the Strata engine from the command line (JSON out)\n\n", STRATA_VERSION);
-    std::fprintf(f, "usage: strata-cli COMMAND [OPTIONS]\n\ncommands:\n");
-    for (const auto& [name, c] : strata::cli::commands())
-        std::fprintf(f, "  %-11s %s\n  %-11s   %s\n", name.c_str(), c.summary, "", c.usage);
-    std::fprintf(f, "\n  --help     this text\n  --version  the version\n");
+    std::fprintf(f, "usage: strata-cli COMMAND [OPTIONS]\n       strata-cli COMMAND --help\n\ncommands:\n");
+    for (const auto& [name, c] : strata::cli::commands()) {
+        std::fprintf(f, "  %s%s%s\n      %s\n", name.c_str(), *c.usage ? " " : "", c.usage, c.summary);
+        print_options(f, c);
+        std::fprintf(f, "\n");
+    }
+    std::fprintf(f, "  --help     this text\n  --version  the version\n");
 }
+
+// roff text: backslashes and hyphens escaped, a leading dot or quote made literal.
+std::string roff(const std::string& s) {
+    std::string out;
+    for (char ch : s) {
+        if (ch == '\\') out += "\\e";
+        else if (ch == '-') out += "\\-";
+        else out += ch;
+    }
+    if (!out.empty() && (out[0] == '.' || out[0] == '\'')) out.insert(0, "\\&");
+    return out;
+}
+
+// The man page strata-cli(1), written at build time from the same command table as --help.
+void print_man(std::FILE* f) {
+    std::fprintf(f, ".TH STRATA\\-CLI 1 \"\" \"strata-cli %s\" \"User Commands\"\n", STRATA_VERSION);
+    std::fprintf(f, ".SH NAME\nstrata\\-cli \\- look inside Llama 3 from the command line (JSON out)\n");
+    std::fprintf(f, ".SH SYNOPSIS\n.B strata\\-cli\n.I COMMAND\n[\\fIOPTIONS\\fR]\n.br\n.B strata\\-cli\n"
+                    ".I COMMAND\n.B \\-\\-help\n");
+    std::fprintf(f, ".SH DESCRIPTION\n%s\n",
+                 roff("strata-cli runs the same engine as the Strata desktop explorer: it reads Llama 3, 3.1 and 3.2 "
+                      "checkpoints (Hugging Face folders, Meta folders, GGUF files), runs the forward pass on the CPU "
+                      "or through Vulkan, and prints JSON. Errors are one line on standard error and a non-zero "
+                      "exit status.")
+                     .c_str());
+    std::fprintf(f, ".SH COMMANDS\n");
+    for (const auto& [name, c] : strata::cli::commands()) {
+        std::fprintf(f, ".TP\n.B %s\n%s\n.br\n%s\n", roff(name).c_str(), roff(c.usage).c_str(), roff(c.summary).c_str());
+        if (!c.options.empty()) {
+            std::fprintf(f, ".RS\n");
+            for (const Option& o : c.options) {
+                std::fprintf(f, ".TP\n.B \\-\\-%s", roff(o.name).c_str());
+                if (*o.arg) std::fprintf(f, " \\fI%s\\fR", roff(o.arg).c_str());
+                std::fprintf(f, "\n%s\n", roff(o.help).c_str());
+            }
+            std::fprintf(f, ".RE\n");
+        }
+    }
+    std::fprintf(f, ".SH OPTIONS\n.TP\n.B \\-\\-help\nthe commands and their options\n.TP\n.B \\-\\-version\n"
+                    "the version\n");
+    std::fprintf(f, ".SH ENVIRONMENT\n");
+    for (const Note& n : kEnvironment) std::fprintf(f, ".TP\n.B %s\n%s\n", roff(n.name).c_str(), roff(n.text).c_str());
+    std::fprintf(f, ".SH FILES\n");
+    for (const Note& n : kFiles) std::fprintf(f, ".TP\n.I %s\n%s\n", roff(n.name).c_str(), roff(n.text).c_str());
+    std::fprintf(f, ".SH EXIT STATUS\n0 on success, 1 on an error, 2 on a usage error, 130 when cancelled.\n");
+    std::fprintf(f, ".SH SEE ALSO\n.BR strata (1)\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -129,6 +220,10 @@ int main(int argc, char** argv) {
     std::string name = argv[1];
     if (name == "--help" || name == "-h" || name == "help") {
         print_help(stdout);
+        return 0;
+    }
+    if (name == "--help-man") {  // hidden: the build writes strata-cli.1 with it
+        print_man(stdout);
         return 0;
     }
     if (name == "--version") {
@@ -144,7 +239,7 @@ int main(int argc, char** argv) {
     try {
         strata::cli::Args args(argc, argv, 2);
         if (args.has("help")) {
-            std::printf("usage: strata-cli %s %s\n  %s\n", it->second.name, it->second.usage, it->second.summary);
+            print_command_help(stdout, it->second);
             return 0;
         }
         return it->second.run(args);
