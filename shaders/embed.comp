@@ -17,5 +17,5 @@ void main() {
     const int token = tokens[p.tok_first + t];
     const uint r = uint(token) - p.row0;  // wraps around for tokens below this chunk
     if (token < 0 || r >= p.rows) return;
-    o[p.o_first + i] = weight_at(r * p.dim + c);
+    o[p.o_first + i] = weight_rc(r, c, p.dim);
 }

@@ -3,6 +3,8 @@
 // tile of the output: it stages BK-wide slices of x (BM tokens) and of w (BN rows) in shared memory, so each
 // weight element loaded from memory serves BM tokens, and each invocation accumulates a 4 x 4 block in
 // registers (float32). Rows and columns past the edges load zeros and are not written.
+// Block types (quant.glsl) widen each staged weight on its own from its block: simple, and the FMAs of 64 tokens
+// per weight dominate; a staging step that widens whole units is the next step if prefill ever shows it.
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = 256) in;  // 16 x 16 invocations, 4 x 4 outputs each
 #include "common.glsl"
@@ -40,7 +42,7 @@ void main() {
             const uint k = k0 + j;
             const uint t = t0 + i, n = n0 + i;
             xs[j][i] = (t < p.T && k < p.cols) ? x[p.x_first + t * p.cols + k] : 0.0;
-            ws[j][i] = (n < p.rows && k < p.cols) ? weight_at(n * p.cols + k) : 0.0;
+            ws[j][i] = (n < p.rows && k < p.cols) ? weight_rc(n, k, p.cols) : 0.0;
         }
         barrier();  // the slice is staged before anyone multiplies
         for (uint j = 0u; j < BK; ++j) {

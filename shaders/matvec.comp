@@ -12,7 +12,17 @@ layout(constant_id = 2) const uint NT = 1;
 layout(local_size_x_id = 0) in;
 #include "common.glsl"
 
+#if !defined(WTYPE_F32) && !defined(WTYPE_F16) && !defined(WTYPE_BF16)
+// A GGUF block type: the weights as 32-bit words, read a unit (32 weights) at a time by quant.glsl. With VEC,
+// x starts on a 16-byte boundary (cols is a multiple of 32 for every block type).
+#define WEIGHTS_BINDING 0
+#include "weights.glsl"
 #ifdef VEC
+layout(std430, binding = 1) readonly restrict buffer X { vec4 x4[]; };
+#else
+layout(std430, binding = 1) readonly restrict buffer X { float x[]; };
+#endif
+#elif defined(VEC)
 // cols is a multiple of 8 (16-bit types) or 4 (f32) and x starts on a 16-byte boundary.
 layout(std430, binding = 0) readonly restrict buffer Weights { uvec4 w4[]; };
 layout(std430, binding = 1) readonly restrict buffer X { vec4 x4[]; };
@@ -39,7 +49,30 @@ void main() {
     for (uint r = 0u; r < ROWS; ++r) wrow[r] = min(row0 + r, p.rows - 1u);  // past the end: re-read, not written
     for (uint t = 0u; t < NT; ++t) xrow[t] = min(t0 + t, p.T - 1u);
     for (uint i = 0u; i < ROWS * NT; ++i) acc[i] = 0.0;
+#if defined(WBLOCK)
+    // Invocations stride over the units (32 weights) of the rows; a unit is widened once into registers and
+    // serves the NT tokens, every x load serves the ROWS rows.
+    const uint units = p.cols / UNIT_ELEMS;
+    const uint row_bytes = row_byte0(1u, p.cols);
+    for (uint u = tid; u < units; u += WG) {
+        vec4 w[ROWS * 8u];  // [row][quad]
+        for (uint r = 0u; r < ROWS; ++r) {
+            const UnitHead h = unit_head(wrow[r] * row_bytes, u);
+            for (uint k = 0u; k < 8u; ++k) w[r * 8u + k] = unit_quad(h, k);
+        }
+        for (uint t = 0u; t < NT; ++t) {
+            const uint xi = p.x_first + xrow[t] * p.cols + u * UNIT_ELEMS;
+            for (uint k = 0u; k < 8u; ++k) {
 #ifdef VEC
+                const vec4 xv = x4[xi / 4u + k];
+#else
+                const vec4 xv = vec4(x[xi + 4u * k], x[xi + 4u * k + 1u], x[xi + 4u * k + 2u], x[xi + 4u * k + 3u]);
+#endif
+                for (uint r = 0u; r < ROWS; ++r) acc[r * NT + t] += dot(w[r * 8u + k], xv);
+            }
+        }
+    }
+#elif defined(VEC)
 #if defined(WTYPE_F32)
     const uint per_row = p.cols / 4u;  // 16-byte words per row
     const uint xq = p.x_first / 4u;

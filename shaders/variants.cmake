@@ -22,3 +22,12 @@ foreach(wtype IN ITEMS f32 f16 bf16)
     "matvec_vec_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1"
     "matmul_${wtype}|matmul.comp|WTYPE_${WTYPE}=1")
 endforeach()
+# GGUF block types (quant.glsl): read from their blocks by embed, matvec (scalar or 16-byte x loads) and matmul.
+foreach(wtype IN ITEMS q8_0 q4_0 q4_k q5_k q6_k)
+  string(TOUPPER ${wtype} WTYPE)
+  list(APPEND STRATA_SHADER_VARIANTS
+    "embed_${wtype}|embed.comp|WTYPE_${WTYPE}=1"
+    "matvec_${wtype}|matvec.comp|WTYPE_${WTYPE}=1"
+    "matvec_vec_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1"
+    "matmul_${wtype}|matmul.comp|WTYPE_${WTYPE}=1")
+endforeach()

@@ -1,9 +1,19 @@
-// Weights stay in their stored type (WTYPE_F32, WTYPE_F16 or WTYPE_BF16) and are widened to float32 here.
-// The buffer is read as 32-bit words, so only core Vulkan is needed (no 16-bit storage feature).
-// An includer that defines WEIGHTS_BINDING gets the weights there as words and weight_at(); one that reads
-// 16-byte words itself only uses widen_lo/widen_hi.
+// Weights stay in their stored type (WTYPE_F32, WTYPE_F16, WTYPE_BF16, or a GGUF block type: WTYPE_Q8_0,
+// WTYPE_Q4_0, WTYPE_Q4_K, WTYPE_Q5_K, WTYPE_Q6_K) and are widened to float32 here.
+// The buffer is read as 32-bit words, so only core Vulkan is needed (no 8- or 16-bit storage feature).
+// An includer that defines WEIGHTS_BINDING gets the weights there as words and weight_rc(row, col, cols); for the
+// 16-bit and 32-bit types also weight_at(i), for block types the unit readers of quant.glsl (and WBLOCK is
+// defined). One that reads 16-byte words itself only uses widen_lo/widen_hi.
+#if defined(WTYPE_Q8_0) || defined(WTYPE_Q4_0) || defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K) || defined(WTYPE_Q6_K)
+#define WBLOCK 1
+#endif
+
 #if defined(WEIGHTS_BINDING)
 layout(std430, binding = WEIGHTS_BINDING) readonly buffer Weights { uint w_words[]; };
+
+#if defined(WBLOCK)
+#include "quant.glsl"
+#else
 
 // Element i of the weight buffer (row-major, rows packed), as float32.
 float weight_at(uint i) {
@@ -17,10 +27,12 @@ float weight_at(uint i) {
     const uint word = w_words[i >> 1];
     return uintBitsToFloat((i & 1u) != 0u ? (word & 0xFFFF0000u) : (word << 16));
 #else
-#error "define WTYPE_F32, WTYPE_F16 or WTYPE_BF16"
+#error "define WTYPE_F32, WTYPE_F16, WTYPE_BF16 or a block type"
 #endif
 }
-#endif
+float weight_rc(uint row, uint col, uint cols) { return weight_at(row * cols + col); }
+#endif  // WBLOCK
+#endif  // WEIGHTS_BINDING
 
 // Eight 16-bit weights (one 16-byte load) as two vec4: elements 0-3 and 4-7.
 #if defined(WTYPE_BF16)

@@ -249,7 +249,7 @@ TEST_CASE("clear errors for a bad device, too much memory, bad input and misuse"
     gpu->submit();
     CHECK(gpu->fetch(r) == std::vector<float>(16, 0.0f));  // alloc() zeroes
 
-    // A weight type the backend does not read yet, a token outside the vocabulary.
+    // A weight type an op does not read (a quantized rmsnorm gain), a token outside the vocabulary.
     const auto model = load_model(golden_hf_dir());
     gpu->load(*model);
     auto q4 = random_tensor("q4", DType::F32, {4, 32}, 1);
@@ -257,7 +257,7 @@ TEST_CASE("clear errors for a bad device, too much memory, bad input and misuse"
     q4->view.nbytes = dtype_bytes(DType::Q4_0, 4 * 32);
     gpu->begin();
     Buf y = gpu->alloc(16, "y");
-    CHECK_THROWS_AS(gpu->matmul(y, x, q4->view, 1), UnsupportedError);
+    CHECK_THROWS_AS(gpu->rmsnorm(y, x, q4->view, 1, 1e-5f), UnsupportedError);
     Buf h = gpu->alloc(model->config.dim, "h");
     CHECK_THROWS_AS(gpu->embed(h, std::vector<int32_t>{int32_t(model->config.vocab_size)}), InputError);
     gpu->submit();

@@ -61,11 +61,15 @@ struct TopkPush {
 };
 
 // The weight-reading variants of shaders/variants.cmake, per stored type.
-constexpr WeightVariants kEmbed{"embed_f32", "embed_f16", "embed_bf16"};
+constexpr WeightVariants kEmbed{"embed_f32", "embed_f16", "embed_bf16", "embed_q8_0", "embed_q4_0", "embed_q4_k",
+                                "embed_q5_k", "embed_q6_k"};
 constexpr WeightVariants kRmsnorm{"rmsnorm_f32", "rmsnorm_f16", "rmsnorm_bf16"};
-constexpr WeightVariants kMatvec{"matvec_f32", "matvec_f16", "matvec_bf16"};
-constexpr WeightVariants kMatvecVec{"matvec_vec_f32", "matvec_vec_f16", "matvec_vec_bf16"};
-constexpr WeightVariants kMatmul{"matmul_f32", "matmul_f16", "matmul_bf16"};
+constexpr WeightVariants kMatvec{"matvec_f32", "matvec_f16", "matvec_bf16", "matvec_q8_0", "matvec_q4_0",
+                                 "matvec_q4_k", "matvec_q5_k", "matvec_q6_k"};
+constexpr WeightVariants kMatvecVec{"matvec_vec_f32", "matvec_vec_f16", "matvec_vec_bf16", "matvec_vec_q8_0",
+                                    "matvec_vec_q4_0", "matvec_vec_q4_k", "matvec_vec_q5_k", "matvec_vec_q6_k"};
+constexpr WeightVariants kMatmul{"matmul_f32", "matmul_f16", "matmul_bf16", "matmul_q8_0", "matmul_q4_0",
+                                 "matmul_q4_k", "matmul_q5_k", "matmul_q6_k"};
 
 }  // namespace
 
@@ -75,14 +79,21 @@ const ModelConfig& VulkanBackend::config(const char* op) const {
 }
 
 std::string_view VulkanBackend::weight_variant(const WeightVariants& v, DType t) {
+    const char* name = nullptr;
     switch (t) {
-        case DType::F32: return v.f32;
-        case DType::F16: return v.f16;
-        case DType::BF16: return v.bf16;
-        default:
-            throw UnsupportedError("not supported yet: " + std::string(dtype_name(t)) + " weights in " + v.f32 +
-                                   " (Vulkan backend)");
+        case DType::F32: name = v.f32; break;
+        case DType::F16: name = v.f16; break;
+        case DType::BF16: name = v.bf16; break;
+        case DType::Q8_0: name = v.q8_0; break;
+        case DType::Q4_0: name = v.q4_0; break;
+        case DType::Q4_K: name = v.q4_k; break;
+        case DType::Q5_K: name = v.q5_k; break;
+        case DType::Q6_K: name = v.q6_k; break;
     }
+    if (!name)
+        throw UnsupportedError("not supported: " + std::string(dtype_name(t)) + " weights in " + v.f32 +
+                               " (Vulkan backend)");
+    return name;
 }
 
 // ---------------------------------------------------------------------------------------------- elementwise
@@ -195,7 +206,8 @@ void VulkanBackend::matmul(Buf out, Buf x, const TensorView& w, int64_t T) {
         while (nt > 1 && uint64_t(tuning_.matvec_rows) * nt * tuning_.matvec_workgroup * 4 >
                              ctx_->limits().maxComputeSharedMemorySize)
             nt /= 2;
-        const int64_t per_word = d.dtype == DType::F32 ? 4 : 8;
+        // Block types read x a unit (32 floats) at a time; their rows always qualify.
+        const int64_t per_word = d.dtype == DType::F32 ? 4 : dtype_is_block(d.dtype) ? 32 : 8;
         const bool vec = K % per_word == 0 && (x.offset % 4) == 0;
         const Kernel& k = kernel(weight_variant(vec ? kMatvecVec : kMatvec, d.dtype), 3, sizeof(MatvecPush),
                                  {tuning_.matvec_workgroup, tuning_.matvec_rows, nt});

@@ -6,8 +6,9 @@
 // most max_binding_range bytes; the op adds the remaining element offset. Ops whose data exceed one binding are
 // split (by rows or elements) into several dispatches.
 // Weights. Uploaded once into device-local memory (load(), or on first use for a tensor the model does not
-// hold) through a bounded staging buffer, rows in canonical Meta order, in their stored type. A tensor bigger
-// than one binding is split by rows into chunks, each its own buffer; ops dispatch once per chunk.
+// hold) through a bounded staging buffer, rows in canonical Meta order, in their stored type (GGUF block types as
+// their raw blocks). A tensor bigger than one binding is split by rows into chunks, each its own buffer (whole
+// rows, hence whole blocks); ops dispatch once per chunk.
 // Hazards. Each dispatch or copy declares what it reads and writes; a barrier is recorded only when a buffer
 // written since the last barrier is touched again, or one read since then is written (RAW, WAW, WAR).
 // Results. readback() and topk() write into host-visible pages at their place in the step; fetch() and
@@ -54,11 +55,17 @@ struct DeviceTensor {
     std::vector<Chunk> chunks;
 };
 
-// The names of one weight-reading shader's variants, one per stored type.
+// The names of one weight-reading shader's variants, one per stored type (nullptr: that type is not supported
+// by the shader). Block types are read from their GGUF blocks (shaders/quant.glsl).
 struct WeightVariants {
     const char* f32;
     const char* f16;
     const char* bf16;
+    const char* q8_0 = nullptr;
+    const char* q4_0 = nullptr;
+    const char* q4_k = nullptr;
+    const char* q5_k = nullptr;
+    const char* q6_k = nullptr;
 };
 
 // Kernel shapes, chosen per device kind. A GPU wants wide workgroups; a CPU device (lavapipe) runs a workgroup

@@ -1,5 +1,6 @@
 // Weights on the device: uploaded once through a bounded staging buffer, in canonical (Meta) row order and in
-// their stored type, split by rows into chunks that each fit one binding. Also the RoPE cos/sin table.
+// their stored type (GGUF block types as their raw blocks, never dequantized), split by rows into chunks that each
+// fit one binding. Also the RoPE cos/sin table.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -93,11 +94,13 @@ int64_t rows_of(const TensorView& t) { return t.shape.size() < 2 ? 1 : t.rows();
 const std::string& display_name(const TensorView& t) { return t.name.empty() ? t.source_name : t.name; }
 
 void check_supported(const TensorView& t) {
-    if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
-        throw UnsupportedError("not supported yet: " + std::string(dtype_name(t.dtype)) + " in " +
-                               (t.source_name.empty() ? t.name : t.source_name) + " (Vulkan backend)");
     if (!t.data || t.shape.empty() || t.shape.size() > 2)
         throw ModelError("weight " + display_name(t) + " has no data or is not a vector or matrix");
+    // Block types are uploaded as their raw blocks; the shaders assume every row is whole blocks.
+    if (dtype_is_block(t.dtype) && t.cols() % dtype_block_size(t.dtype) != 0)
+        throw ModelError("weight " + display_name(t) + " is " + std::string(dtype_name(t.dtype)) + " with rows of " +
+                         std::to_string(t.cols()) + " elements, not a multiple of its block size " +
+                         std::to_string(dtype_block_size(t.dtype)));
     if (static_cast<uint64_t>(rows_of(t)) * t.row_bytes() > t.nbytes)
         throw ModelError("weight " + display_name(t) + " holds " + std::to_string(t.nbytes) +
                          " bytes, fewer than its shape needs");
@@ -131,6 +134,8 @@ void VulkanBackend::upload_tensors(const std::vector<const TensorView*>& tensors
         d.rows = rows_of(*t);
         d.cols = t->cols();
         d.row_bytes = t->row_bytes();
+        // Chunks hold whole rows, so a block type's chunk boundary is always a block boundary. The binding range
+        // is a multiple of 256, so the chunk's buffer (rounded up to 16 bytes) still fits one binding.
         const uint64_t per_chunk = ctx_->max_binding_range() / std::max<uint64_t>(d.row_bytes, 1);
         if (per_chunk == 0)
             throw UnsupportedError("weight " + d.name + ": one row takes " + format_bytes(d.row_bytes) +

@@ -1,0 +1,168 @@
+// GGUF block types read straight from their blocks, in ggml's layouts (included by weights.glsl for WTYPE_Q8_0,
+// WTYPE_Q4_0, WTYPE_Q4_K, WTYPE_Q5_K, WTYPE_Q6_K). No dequantized copy exists anywhere: each kernel widens the
+// 32 weights of one "unit" in registers.
+//
+// Portability: the blocks are 34, 18, 144, 176 and 210 bytes, so half of the Q8_0, Q4_0 and Q6_K blocks start on
+// a 2-byte (not 4-byte) boundary. Rather than ask for storageBuffer8BitAccess / storageBuffer16BitAccess (not
+// every driver has them for storage buffers), the buffer is read as 32-bit words and a word at an even byte offset
+// is put together from two neighbours. Every field of every block lies at an even offset, so an f16 scale never
+// straddles two words.
+//
+// A unit is 32 consecutive weights of a row: one Q8_0 / Q4_0 block, or one eighth of a K super-block (for Q4_K and
+// Q5_K one sub-block with its own 6-bit scale and min; for Q6_K two sub-blocks of 16 with 8-bit scales). Its
+// weights are w = a * q + b with small integers q: a and b come once per unit (unit_head), the q four at a time
+// (unit_quad). Rows are whole blocks (cols is a multiple of the block size, checked by the host).
+
+#if defined(WTYPE_Q8_0)
+#define BLOCK_ELEMS 32u
+#define BLOCK_BYTES 34u
+#elif defined(WTYPE_Q4_0)
+#define BLOCK_ELEMS 32u
+#define BLOCK_BYTES 18u
+#elif defined(WTYPE_Q4_K)
+#define BLOCK_ELEMS 256u
+#define BLOCK_BYTES 144u
+#elif defined(WTYPE_Q5_K)
+#define BLOCK_ELEMS 256u
+#define BLOCK_BYTES 176u
+#elif defined(WTYPE_Q6_K)
+#define BLOCK_ELEMS 256u
+#define BLOCK_BYTES 210u
+#else
+#error "quant.glsl: define one of WTYPE_Q8_0, WTYPE_Q4_0, WTYPE_Q4_K, WTYPE_Q5_K, WTYPE_Q6_K"
+#endif
+#define UNIT_ELEMS 32u
+
+// Byte offset of a row inside the chunk's buffer.
+uint row_byte0(uint row, uint cols) { return row * ((cols / BLOCK_ELEMS) * BLOCK_BYTES); }
+
+// The little-endian 32-bit word at an even byte offset (two words put together when it is not a multiple of 4).
+// The conditional evaluates only the arm it takes: the second word is read only when bytes of it are wanted.
+uint word_at(uint byte) {
+    const uint i = byte >> 2u;
+    return (byte & 2u) == 0u ? w_words[i] : (w_words[i] >> 16u) | (w_words[i + 1u] << 16u);
+}
+
+// The 16 bits at an even byte offset.
+uint half_bits_at(uint byte) { return (w_words[byte >> 2u] >> ((byte & 2u) * 8u)) & 0xFFFFu; }
+
+// IEEE binary16 to float32, exact for every input: subnormal scales (which a driver's unpackHalf2x16 might flush)
+// become the normal float32 they equal, inf and nan stay what they are.
+float half_to_float(uint h) {
+    const uint sign = (h & 0x8000u) << 16u;
+    const uint e = (h >> 10u) & 0x1Fu, m = h & 0x3FFu;
+    if (e == 0u) {
+        // m * 2^-24: float(m) is exact and the scale is a power of two, so the product is too.
+        const float v = float(m) * 5.9604644775390625e-8;
+        return uintBitsToFloat(floatBitsToUint(v) | sign);
+    }
+    if (e == 31u) return uintBitsToFloat(sign | 0x7F800000u | (m << 13u));
+    return uintBitsToFloat(sign | ((e + 112u) << 23u) | (m << 13u));
+}
+float half_at(uint byte) { return half_to_float(half_bits_at(byte)); }
+
+// Four unsigned / signed bytes of a word as floats (byte 0 first).
+vec4 ubytes(uint v) { return vec4(uvec4(v, v >> 8u, v >> 16u, v >> 24u) & 0xFFu); }
+vec4 sbytes(uint v) {
+    const int s = int(v);
+    return vec4(ivec4(s << 24, s << 16, s << 8, s) >> 24);
+}
+
+// What one unit needs besides its quants: w = a * q + b, with a0 for elements 0-15 and a1 for 16-31 (they differ
+// only for Q6_K), q_byte where its quants start and shift which nibble (or bits) to take.
+struct UnitHead {
+    float a0, a1, b;
+    uint q_byte;  // Q4_K, Q5_K, Q6_K: the 32 low-quant bytes of the unit; Q8_0, Q4_0: the block's quants
+    uint shift;   // nibble of the low quants (0 or 4)
+    uint h_byte;  // Q5_K, Q6_K: the 32 high-bit bytes
+    uint h_shift; // bit position of this unit's high bits in them
+};
+
+#if defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
+// The 6-bit scale and min of sub-block j (0..7), from the 12 packed bytes at `at`: sub-blocks 0-3 keep theirs in
+// the low six bits of bytes j and j+4; 4-7 in the nibbles of byte j+4 with the top two bits from bytes j-4 and j.
+uvec2 scale_min(uint at, uint j) {
+    const uint s0 = w_words[at >> 2u], s1 = w_words[(at >> 2u) + 1u], s2 = w_words[(at >> 2u) + 2u];
+    const uint sh = (j & 3u) * 8u;
+    const uint b0 = (s0 >> sh) & 0xFFu, b1 = (s1 >> sh) & 0xFFu, b2 = (s2 >> sh) & 0xFFu;
+    if (j < 4u) return uvec2(b0 & 63u, b1 & 63u);
+    return uvec2((b2 & 0xFu) | ((b0 >> 6u) << 4u), (b2 >> 4u) | ((b1 >> 6u) << 4u));
+}
+#endif
+
+// Unit u (elements [32u, 32u + 32)) of the row starting at byte row0.
+UnitHead unit_head(uint row0, uint u) {
+    UnitHead h;
+    h.shift = 0u;
+    h.h_byte = 0u;
+    h.h_shift = 0u;
+    h.b = 0.0;
+#if defined(WTYPE_Q8_0) || defined(WTYPE_Q4_0)
+    // struct { f16 d; int8 qs[32] } / struct { f16 d; uint8 qs[16] }: element i of a Q4_0 block is the low
+    // nibble of qs[i] for i < 16 and the high nibble of qs[i - 16] after; both minus 8.
+    const uint blk = row0 + u * BLOCK_BYTES;
+    h.a0 = half_at(blk);
+    h.a1 = h.a0;
+    h.q_byte = blk + 2u;
+#elif defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
+    // struct { f16 d, dmin; uint8 scales[12]; [Q5_K: uint8 qh[32];] uint8 qs[128] }: eight sub-blocks of 32,
+    // w = d * scale_j * q - dmin * min_j. Sub-blocks 2c and 2c+1 share the 32 bytes qs[32c ..): low nibbles, then
+    // high. Q5_K adds bit j of qh[l] as the fifth bit of element l of sub-block j.
+    const uint blk = row0 + (u >> 3u) * BLOCK_BYTES, j = u & 7u;
+    const uint dm = w_words[blk >> 2u];
+    const uvec2 sm = scale_min(blk + 4u, j);
+    h.a0 = half_to_float(dm & 0xFFFFu) * float(sm.x);
+    h.a1 = h.a0;
+    h.b = -(half_to_float(dm >> 16u) * float(sm.y));
+    h.shift = (j & 1u) * 4u;
+#if defined(WTYPE_Q4_K)
+    h.q_byte = blk + 16u + (j >> 1u) * 32u;
+#else
+    h.q_byte = blk + 48u + (j >> 1u) * 32u;
+    h.h_byte = blk + 16u;
+    h.h_shift = j;
+#endif
+#elif defined(WTYPE_Q6_K)
+    // struct { uint8 ql[128]; uint8 qh[64]; int8 scales[16]; f16 d }: two halves of 128; in half n, element
+    // 32k + l (k = 0..3, l = 0..31) takes the low (k < 2) or high nibble of ql[64n + 32(k & 1) + l], bits 2k and
+    // 2k+1 of qh[32n + l] above them, minus 32, times d * scales[8n + 2k + l / 16].
+    const uint blk = row0 + (u >> 3u) * BLOCK_BYTES, n = (u >> 2u) & 1u, k = u & 3u;
+    const float d = half_at(blk + 208u);
+    const uint sc = half_bits_at(blk + 192u + 8u * n + 2u * k);  // both int8 scales of the unit
+    h.a0 = d * float(int(sc << 24u) >> 24);
+    h.a1 = d * float(int(sc << 16u) >> 24);
+    h.q_byte = blk + 64u * n + 32u * (k & 1u);
+    h.shift = (k >> 1u) * 4u;
+    h.h_byte = blk + 128u + 32u * n;
+    h.h_shift = 2u * k;
+#endif
+    return h;
+}
+
+// Elements 4k .. 4k+3 (k = 0..7) of the unit, as float32.
+vec4 unit_quad(UnitHead h, uint k) {
+#if defined(WTYPE_Q8_0)
+    return h.a0 * sbytes(word_at(h.q_byte + 4u * k));
+#elif defined(WTYPE_Q4_0)
+    const uint v = (word_at(h.q_byte + 4u * (k & 3u)) >> ((k >> 2u) * 4u)) & 0x0F0F0F0Fu;
+    return h.a0 * (ubytes(v) - 8.0);
+#elif defined(WTYPE_Q4_K)
+    const uint v = (w_words[(h.q_byte >> 2u) + k] >> h.shift) & 0x0F0F0F0Fu;
+    return h.a0 * ubytes(v) + h.b;
+#elif defined(WTYPE_Q5_K)
+    const uint lo = (w_words[(h.q_byte >> 2u) + k] >> h.shift) & 0x0F0F0F0Fu;
+    const uint hi = ((w_words[(h.h_byte >> 2u) + k] >> h.h_shift) & 0x01010101u) << 4u;
+    return h.a0 * ubytes(lo | hi) + h.b;
+#elif defined(WTYPE_Q6_K)
+    const uint lo = (word_at(h.q_byte + 4u * k) >> h.shift) & 0x0F0F0F0Fu;
+    const uint hi = ((word_at(h.h_byte + 4u * k) >> h.h_shift) & 0x03030303u) << 4u;
+    return (k < 4u ? h.a0 : h.a1) * (ubytes(lo | hi) - 32.0);
+#endif
+}
+
+// One weight: row `row`, column `col` of a matrix with `cols` columns (embed, and the tiled matmul's staging).
+float weight_rc(uint row, uint col, uint cols) {
+    const UnitHead h = unit_head(row_byte0(row, cols), col / UNIT_ELEMS);
+    const uint e = col % UNIT_ELEMS;
+    return unit_quad(h, e >> 2u)[e & 3u];
+}
