@@ -278,7 +278,7 @@ TEST_CASE("block types the Vulkan backend cannot use are refused with a clear er
     // A row that is not whole blocks.
     auto ragged = random_blocks("w", DType::Q4_K, 2, 256, 5, row_scales);
     ragged->view.shape = {4, 128};
-    Buf x = gpu->alloc(256, "x"), y = gpu->alloc(8, "y");
+    Buf x = gpu->alloc(512, "x"), y = gpu->alloc(8, "y");
     gpu->begin();
     try {
         gpu->matmul(y, x, ragged->view, 1);
@@ -294,6 +294,16 @@ TEST_CASE("block types the Vulkan backend cannot use are refused with a clear er
         FAIL("a Q8_0 gain should be refused");
     } catch (const UnsupportedError& e) {
         CHECK_THAT(e.what(), Catch::Contains("Q8_0") && Catch::Contains("rmsnorm"));
+    }
+    // A malformed block (an infinite f16 scale) fails where the weights are uploaded, naming the tensor.
+    auto bad = random_blocks("layers.0.feed_forward.w2", DType::Q6_K, 3, 512, 7, row_scales);
+    const uint16_t inf = 0x7C00;
+    std::memcpy(bad->bytes.data() + 2 * dtype_block_bytes(DType::Q6_K) + 208, &inf, 2);  // row 1, block 0
+    try {
+        gpu->matmul(y, x, bad->view, 1);
+        FAIL("an infinite scale should be refused");
+    } catch (const FormatError& e) {
+        CHECK_THAT(e.what(), Catch::Contains("layers.0.feed_forward.w2"));
     }
     gpu->submit();
     require_no_validation_messages();

@@ -7,6 +7,7 @@
 
 #include "strata/error.hpp"
 #include "strata/model.hpp"
+#include "strata/quant.hpp"
 #include "vulkan/vk_check.hpp"
 #include "vulkan/vulkan_backend.hpp"
 
@@ -150,6 +151,12 @@ void VulkanBackend::upload_tensors(const std::vector<const TensorView*>& tensors
             if (nchunks > 1)
                 what += " (rows " + std::to_string(chunk.row0) + ".." + std::to_string(chunk.row0 + chunk.rows - 1) +
                         ", part " + std::to_string(c + 1) + " of " + std::to_string(nchunks) + ")";
+            // Quantized blocks are checked once here (finite f16 scales, strata/quant.hpp): the shaders decode
+            // without checks, and a malformed file fails at load naming the tensor, not as NaN logits later.
+            if (dtype_is_block(d.dtype))
+                quant::validate(d.dtype, t->data + static_cast<uint64_t>(chunk.row0) * d.row_bytes,
+                                chunk.rows * d.cols,
+                                what + (t->file.empty() ? "" : " in " + t->file));
             chunk.buffer = Buffer(*ctx_, static_cast<uint64_t>(chunk.rows) * d.row_bytes, Memory::DeviceLocal, what);
             // Canonical rows in order: physical_row undoes Hugging Face's q/k permutation while staging.
             if (t->rope_heads <= 0 || t->shape.size() < 2) {
