@@ -4,8 +4,9 @@
 # does not measure (GPU time per step, host time recording a step, the default trace's cost, matvec shapes,
 # GPU time per kernel, Vulkan against CPU on the same model). Results land in $OUT (default ./gpu-bench-out).
 #
-#   scripts/gpu-bench.sh [PHASE ...]     phases: info build model tests bench extra (default: all, in order;
-#                                        model runs in the background while the tests run)
+#   scripts/gpu-bench.sh [PHASE ...]     phases: info build model tests bench extra quant (default: all, in
+#                                        order; model runs in the background while the tests run; quant writes
+#                                        and benches quantized GGUF files of the 8B shape)
 #   scripts/gpu-bench.sh --bundle DIR    run on a Debian 12 machine that builds Strata: copies what a bare GPU
 #                                        machine may lack (Vulkan headers + loader, glslc, glm, PCRE2 headers,
 #                                        Catch2 2, nlohmann_json, the validation layer, the tokenizer) into DIR
@@ -123,6 +124,21 @@ do_bench() {
   "$cli" bench --model "$model8b" --backend vulkan --prompt 512 --gen 64 > "$OUT/bench-8b.json" 2> "$OUT/bench-8b.err"
 }
 
+do_quant() {
+  # Quantized GGUF files of the 8B shape (2 layers: quick to write; the embedding and output tables are full size),
+  # each benched next to the bf16 file it came from, then the whole 8B model as Q4_K_M when time allows.
+  local t f
+  "$cli" bench --model "$model8b_small" --backend vulkan --prompt 128 --gen 32 > "$OUT/bench-8b-2layers-bf16.json" 2>&1
+  for t in Q4_K_M Q8_0 Q4_0 Q4_K Q6_K; do
+    f="$MODELS/llama3-8b-synthetic-2layers-$t.gguf"
+    [ -f "$f" ] || "$cli" quantize --model "$model8b_small" --out "$f" --type "$t" > "$OUT/quantize-2layers-$t.log" 2>&1
+    "$cli" bench --model "$f" --backend vulkan --prompt 128 --gen 32 > "$OUT/bench-8b-2layers-$t.json" 2>&1
+  done
+  f="$MODELS/llama3-8b-synthetic-Q4_K_M.gguf"
+  [ -f "$f" ] || "$cli" quantize --model "$model8b" --out "$f" --type Q4_K_M > "$OUT/quantize-8b-Q4_K_M.log" 2>&1
+  "$cli" bench --model "$f" --backend vulkan --prompt 512 --gen 64 > "$OUT/bench-8b-Q4_K_M.json" 2>&1
+}
+
 do_extra() {
   # GPU/wall time per step, host recording time, default-trace cost, matvec shapes.
   STRATA_VK_VALIDATION=0 STRATA_BENCH_MODEL="$model8b" STRATA_BENCH_PROMPT=512 STRATA_BENCH_GEN=64 \
@@ -136,7 +152,7 @@ do_extra() {
 }
 
 phases=("$@")
-[ ${#phases[@]} -eq 0 ] && phases=(info build model tests bench extra)
+[ ${#phases[@]} -eq 0 ] && phases=(info build model tests bench extra quant)
 model_pid=
 for p in "${phases[@]}"; do
   case "$p" in
@@ -147,7 +163,8 @@ for p in "${phases[@]}"; do
     tests) phase tests 600 do_tests ;;
     bench) [ -n "$model_pid" ] && wait "$model_pid"; model_pid=; phase bench 600 do_bench ;;
     extra) [ -n "$model_pid" ] && wait "$model_pid"; model_pid=; phase extra 900 do_extra ;;
-    *) echo "unknown phase $p (info build model tests bench extra)" >&2; exit 2 ;;
+    quant) [ -n "$model_pid" ] && wait "$model_pid"; model_pid=; phase quant 900 do_quant ;;
+    *) echo "unknown phase $p (info build model tests bench extra quant)" >&2; exit 2 ;;
   esac
 done
 [ -n "$model_pid" ] && wait "$model_pid"
