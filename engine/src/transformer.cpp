@@ -9,6 +9,7 @@
 #include <string>
 
 #include "strata/error.hpp"
+#include "strata/quant.hpp"
 
 namespace strata {
 
@@ -388,7 +389,11 @@ void check_weights_finite(const Model& model) {
             case DType::F32: bad = first_non_finite<uint32_t>(t.data, n, 0x7f800000u); break;
             case DType::F16: bad = first_non_finite<uint16_t>(t.data, n, 0x7c00u); break;
             case DType::BF16: bad = first_non_finite<uint16_t>(t.data, n, 0x7f80u); break;
-            default: continue;  // block types carry their own scales; checked when they are supported
+            default:  // block types: malformed blocks (non-finite f16 scales) are FormatErrors
+                quant::validate(t.dtype, t.data, n,
+                                "weight " + name + (t.source_name.empty() ? "" : " (" + t.source_name + ")") + " in " +
+                                    t.file);
+                continue;
         }
         if (bad < 0) continue;
         float value[1];

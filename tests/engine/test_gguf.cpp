@@ -253,13 +253,13 @@ TEST_CASE("GGUF: unknown tensor type id", "[gguf]") {
     }
 }
 
-TEST_CASE("GGUF: a quantized tensor is 'not supported yet' with its type and name", "[gguf]") {
-    TinyGguf g = tiny_llama(256);  // Q4_K blocks hold 256 weights: rows must be a multiple of that
+TEST_CASE("GGUF: a quantized type Strata does not read is 'not supported yet' with its type and name", "[gguf]") {
+    TinyGguf g = tiny_llama(256);  // Q2_K blocks hold 256 weights: rows must be a multiple of that
     test::TinyTensor* q = g.tensor("blk.0.attn_q.weight");
-    q->type = 12;                            // GGML_TYPE_Q4_K
-    q->data.assign(256 * 256 / 256 * 144, '\0');  // 144 bytes per block
-    const std::string msg = load_error<UnsupportedError>(g, "q4k");
-    CHECK(has(msg, "not supported yet: Q4_K in blk.0.attn_q.weight"));
+    q->type = 10;                            // GGML_TYPE_Q2_K
+    q->data.assign(256 * 256 / 256 * 84, '\0');  // 84 bytes per block
+    const std::string msg = load_error<UnsupportedError>(g, "q2k");
+    CHECK(has(msg, "not supported yet: Q2_K in blk.0.attn_q.weight"));
     // A row that is not a whole number of blocks is a lie about the type, before any support question.
     TinyGguf s = tiny_llama(8);
     s.tensor("blk.0.attn_q.weight")->type = 8;  // Q8_0: 32 per block

@@ -3,6 +3,9 @@
 // Hugging Face's q/k permutation), so every output is in Meta's interleaved layout, and tensors keep their stored
 // type (F32/F16/BF16 or ggml blocks): the bytes of each canonical row are copied unchanged.
 #include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +20,21 @@ namespace strata {
 // bos/eos) so that other GGUF tools can run it, and rope_freqs.weight for Llama 3.1 scaling. Throws Error when
 // the file cannot be written, UnsupportedError for a tensor type GGUF lacks.
 void write_gguf(const Model& model, const std::filesystem::path& out);
+
+// How write_gguf stores each tensor when it is not a plain copy.
+struct GgufWriteOptions {
+    // The type each canonical tensor is written as; tensors not listed keep their stored type. A tensor whose
+    // type changes is converted while it is written, a batch of rows at a time (widened to float32, then rounded
+    // to F16/BF16 or quantized), so memory never holds a whole converted weight.
+    std::map<std::string, DType> types;
+    std::optional<uint32_t> file_type;  // general.file_type; default: gguf_file_type(tok_embeddings' type)
+    int threads = 0;                    // conversion threads (0 = hardware concurrency)
+    // Called before each tensor is written: (canonical name, type written, tensors done, tensors total).
+    std::function<void(const std::string&, DType, int64_t, int64_t)> on_tensor;
+};
+// As above; the file appears under `out` only when complete: it is written to a temporary name in the same
+// folder and renamed, and the temporary is removed when anything fails.
+void write_gguf(const Model& model, const std::filesystem::path& out, const GgufWriteOptions& options);
 
 // general.file_type (llama.cpp's llama_ftype numbering) of a file whose weights are mostly `t`: F32 0, F16 1,
 // Q4_0 2, Q8_0 7, Q4_K 14 (Q4_K_S), Q5_K 16 (Q5_K_S), Q6_K 18, BF16 32.

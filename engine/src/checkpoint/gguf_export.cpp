@@ -2,13 +2,18 @@
 // file opens in llama.cpp and friends as well as in Strata.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <numbers>
 #include <tuple>
 #include <unordered_map>
 
+#include <unistd.h>
+
+#include "cpu/thread_pool.hpp"
 #include "strata/error.hpp"
 #include "strata/gguf.hpp"
+#include "strata/quant.hpp"
 #include "strata/writers.hpp"
 
 namespace fs = std::filesystem;
@@ -80,6 +85,37 @@ void write_rows(std::ostream& os, const TensorView& t) {
         os.write(reinterpret_cast<const char*>(t.row_ptr(r)), static_cast<std::streamsize>(t.row_bytes()));
 }
 
+// Streams a tensor's canonical rows converted to `to`: batches of rows (about 4 MiB of float32) are widened and
+// converted in parallel, then written in order.
+void write_converted(std::ostream& os, const TensorView& t, DType to, cpu::ThreadPool& pool) {
+    const int64_t rows = t.shape.size() < 2 ? 1 : t.rows(), cols = t.cols();
+    const uint64_t out_row = dtype_bytes(to, cols);
+    const int64_t batch = std::max<int64_t>(1, (int64_t{1} << 20) / std::max<int64_t>(cols, 1));
+    std::vector<std::byte> buf(static_cast<size_t>(std::min(batch, rows)) * out_row);
+    for (int64_t r0 = 0; r0 < rows; r0 += batch) {
+        const int64_t n = std::min(batch, rows - r0);
+        pool.parallel_for(n, 1, [&](int64_t i0, int64_t i1) {
+            std::vector<float> f(static_cast<size_t>(cols));  // [cols]
+            for (int64_t i = i0; i < i1; ++i) {
+                t.row_to_f32(r0 + i, f.data());
+                std::byte* o = buf.data() + static_cast<uint64_t>(i) * out_row;
+                switch (to) {
+                    case DType::F32: std::memcpy(o, f.data(), out_row); break;
+                    case DType::F16:
+                    case DType::BF16:
+                        for (int64_t c = 0; c < cols; ++c) {
+                            const uint16_t h = to == DType::F16 ? f32_to_f16(f[c]) : f32_to_bf16(f[c]);
+                            std::memcpy(o + 2 * c, &h, 2);
+                        }
+                        break;
+                    default: quant::quantize(to, f.data(), o, cols); break;
+                }
+            }
+        });
+        os.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(n * out_row));
+    }
+}
+
 }  // namespace
 
 std::vector<float> llama31_rope_factors(const ModelConfig& c) {
@@ -133,16 +169,29 @@ std::vector<std::pair<std::string, std::string>> bpe_merges(const Tokenizer& tok
     return merges;
 }
 
-void write_gguf(const Model& model, const fs::path& out) {
+void write_gguf(const Model& model, const fs::path& out) { write_gguf(model, out, GgufWriteOptions{}); }
+
+void write_gguf(const Model& model, const fs::path& final_out, const GgufWriteOptions& options) {
     const ModelConfig& c = model.config;
+    if (fs::is_directory(final_out)) throw Error("write_gguf: " + final_out.string() + " is a folder");
+    // A temporary name beside the target (same file system, so the rename is atomic).
+    const fs::path out = final_out.parent_path() /
+                         ("." + final_out.filename().string() + ".tmp-" + std::to_string(::getpid()));
     const Tokenizer& tok = model.tokenizer;
-    if (tok.empty()) throw TokenizerError("write_gguf: the model has no tokenizer to embed in " + out.string());
+    if (tok.empty()) throw TokenizerError("write_gguf: the model has no tokenizer to embed in " + final_out.string());
 
     gguf::Writer w;
     w.set("general.architecture", Value::string("llama"));
     w.set("general.name", Value::string(c.name));
-    w.set("general.file_type", Value::u32(gguf_file_type(model.tensor("tok_embeddings").dtype)));
-    if (dtype_is_block(model.tensor("tok_embeddings").dtype)) w.set("general.quantization_version", Value::u32(2));
+    auto type_of = [&](const std::string& name) {
+        auto it = options.types.find(name);
+        return it != options.types.end() ? it->second : model.tensor(name).dtype;
+    };
+    w.set("general.file_type", Value::u32(options.file_type ? *options.file_type
+                                                            : gguf_file_type(type_of("tok_embeddings"))));
+    bool quantized = false;
+    for (const auto& [name, t] : model.tensors) quantized = quantized || dtype_is_block(type_of(name));
+    if (quantized) w.set("general.quantization_version", Value::u32(2));  // ggml's current block layouts
     w.set("llama.vocab_size", Value::u32(static_cast<uint32_t>(c.vocab_size)));
     w.set("llama.context_length", Value::u32(static_cast<uint32_t>(c.max_seq_len)));
     w.set("llama.embedding_length", Value::u32(static_cast<uint32_t>(c.dim)));
@@ -213,13 +262,43 @@ void write_gguf(const Model& model, const fs::path& out) {
             order.push_back(names::layer(i, s));
     order.push_back("norm");
     if (!c.tie_embeddings) order.push_back("output");
+    std::unique_ptr<cpu::ThreadPool> pool;
+    int64_t done = 0;
+    const auto total = static_cast<int64_t>(order.size());
     for (const std::string& name : order) {
         const TensorView& t = model.tensor(name);
+        const DType to = type_of(name);
         std::vector<uint64_t> ne(t.shape.rbegin(), t.shape.rend());
-        w.add_tensor(gguf_name(name), std::move(ne), gguf::type_id(t.dtype), t.nbytes,
-                     [&t](std::ostream& os) { write_rows(os, t); });
+        const int64_t cols = t.cols();
+        if (dtype_is_block(to) && cols % dtype_block_size(to) != 0)
+            throw InputError("write_gguf: " + name + " has rows of " + std::to_string(cols) + " weights, not a multiple "
+                             "of the " + std::to_string(dtype_block_size(to)) + "-weight blocks of " +
+                             std::string(dtype_name(to)));
+        if (to == t.dtype) {
+            w.add_tensor(gguf_name(name), std::move(ne), gguf::type_id(t.dtype), t.nbytes,
+                         [&, name, to](std::ostream& os) {
+                             if (options.on_tensor) options.on_tensor(name, to, done++, total);
+                             write_rows(os, t);
+                         });
+            continue;
+        }
+        if (!pool) pool = std::make_unique<cpu::ThreadPool>(options.threads);
+        const uint64_t nbytes = dtype_bytes(to, cols) * static_cast<uint64_t>(t.shape.size() < 2 ? 1 : t.rows());
+        w.add_tensor(gguf_name(name), std::move(ne), gguf::type_id(to), nbytes, [&, name, to](std::ostream& os) {
+            if (options.on_tensor) options.on_tensor(name, to, done++, total);
+            write_converted(os, t, to, *pool);
+        });
     }
-    w.write(out);
+    try {
+        w.write(out);
+        std::error_code ec;
+        fs::rename(out, final_out, ec);
+        if (ec) throw Error("write_gguf: cannot rename " + out.string() + " to " + final_out.string() + ": " + ec.message());
+    } catch (...) {
+        std::error_code ignored;
+        fs::remove(out, ignored);
+        throw;
+    }
 }
 
 }  // namespace strata

@@ -30,12 +30,21 @@ void store_half(uint8_t* p, float v) {
 }
 // The f16 rounding of v, as it will be decoded.
 float round_half(float v) { return f16_to_f32(f32_to_f16(v)); }
+// A super-block scale as stored: rounded to f16, but never rounded away to zero when v is not zero (weights so
+// small that their scale is below the smallest f16 subnormal, 2^-24, still get the nearest non-zero scale; the
+// sub-scales are then fitted against it).
+float round_scale(float v) {
+    const float r = round_half(v);
+    if (r == 0.0f && v != 0.0f) return std::copysign(0x1p-24f, v);
+    return r;
+}
 
-int nearest(float v, int lo, int hi) {
-    const float r = std::nearbyint(v);
-    if (!(r >= static_cast<float>(lo))) return lo;  // also NaN
-    if (r > static_cast<float>(hi)) return hi;
-    return static_cast<int>(r);
+// The nearest integer level to v in [lo, hi] (halves round up). Truncation of a positive number is floor, which
+// keeps this inline and branch-light; the search loops below call it millions of times per tensor.
+inline int nearest(float v, int lo, int hi) {
+    if (!(v > static_cast<float>(lo))) return lo;  // also NaN
+    if (v >= static_cast<float>(hi)) return hi;
+    return static_cast<int>(v - static_cast<float>(lo) + 0.5f) + lo;
 }
 
 // ---------- Q8_0 / Q4_0 ----------
@@ -43,7 +52,7 @@ int nearest(float v, int lo, int hi) {
 void block_q8_0(const float* x, uint8_t* b) {
     float amax = 0.0f;
     for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
-    const float d = round_half(amax / 127.0f);
+    const float d = round_scale(amax / 127.0f);
     store_half(b, d);
     auto* qs = reinterpret_cast<int8_t*>(b + 2);
     for (int i = 0; i < 32; ++i) qs[i] = static_cast<int8_t>(d == 0.0f ? 0 : nearest(x[i] / d, -127, 127));
@@ -54,7 +63,7 @@ void block_q4_0(const float* x, uint8_t* b) {
     float amax = 0.0f, extreme = 0.0f;
     for (int i = 0; i < 32; ++i)
         if (std::fabs(x[i]) > amax) amax = std::fabs(x[i]), extreme = x[i];
-    const float d = round_half(extreme / -8.0f);
+    const float d = round_scale(extreme / -8.0f);
     store_half(b, d);
     uint8_t* qs = b + 2;
     for (int j = 0; j < 16; ++j) {
@@ -80,41 +89,42 @@ Affine fit_affine(const float* x, int n, int L) {
     lo = std::min(lo, 0.0f);
     if (hi <= lo) return {0.0f, -lo};  // constant block (all equal, <= 0)
     Affine best{(hi - lo) / static_cast<float>(L), -lo};
-    double best_err = 0;
+    float best_err = 0;
     for (int i = 0; i < n; ++i) {
-        const int q = nearest((x[i] - lo) / best.scale, 0, L);
-        const double e = best.scale * q - best.offset - x[i];
+        const float e = best.scale * static_cast<float>(nearest((x[i] - lo) / best.scale, 0, L)) - best.offset - x[i];
         best_err += e * e;
     }
+    float sx = 0;
+    for (int i = 0; i < n; ++i) sx += x[i];
     int q[32];
     for (int step = -8; step <= 8; ++step) {
         const float iscale = (static_cast<float>(L) + 0.1f * static_cast<float>(step)) / (hi - lo);
-        double sq = 0, sqq = 0, sx = 0, sxq = 0;
+        float sq = 0, sqq = 0, sxq = 0;
         for (int i = 0; i < n; ++i) {
             q[i] = nearest((x[i] - lo) * iscale, 0, L);
-            sq += q[i];
-            sqq += double(q[i]) * q[i];
-            sx += x[i];
-            sxq += double(x[i]) * q[i];
+            const float fq = static_cast<float>(q[i]);
+            sq += fq;
+            sqq += fq * fq;
+            sxq += x[i] * fq;
         }
         // Least squares for w = s*q + c (c = -offset).
-        const double det = n * sqq - sq * sq;
+        const float det = static_cast<float>(n) * sqq - sq * sq;
         if (det <= 0) continue;
-        double s = (n * sxq - sq * sx) / det;
-        double c = (sx - s * sq) / n;
+        float s = (static_cast<float>(n) * sxq - sq * sx) / det;
+        float c = (sx - s * sq) / static_cast<float>(n);
         if (c > 0) {  // the offset must stay >= 0: refit the scale alone with c = 0
             c = 0;
             s = sqq > 0 ? sxq / sqq : 0;
         }
         if (!(s > 0)) continue;
-        double err = 0;
+        float err = 0;
         for (int i = 0; i < n; ++i) {
-            const double e = s * q[i] + c - x[i];
+            const float e = s * static_cast<float>(q[i]) + c - x[i];
             err += e * e;
         }
         if (err < best_err) {
             best_err = err;
-            best = {static_cast<float>(s), static_cast<float>(-c)};
+            best = {s, -c};
         }
     }
     return best;
@@ -144,8 +154,8 @@ void k_affine(const float* x, uint8_t* b, int L, int* levels /* [256] */) {
         max_scale = std::max(max_scale, fit[j].scale);
         max_offset = std::max(max_offset, fit[j].offset);
     }
-    const float d = round_half(max_scale / 63.0f);
-    const float dmin = round_half(max_offset / 63.0f);
+    const float d = round_scale(max_scale / 63.0f);
+    const float dmin = round_scale(max_offset / 63.0f);
     store_half(b, d);
     store_half(b + 2, dmin);
     int sc[8], m[8];
@@ -193,28 +203,28 @@ float fit_symmetric(const float* x) {
         if (std::fabs(x[i]) > amax) amax = std::fabs(x[i]), extreme = x[i];
     if (amax == 0.0f) return 0.0f;
     float best = extreme / -32.0f;
-    double best_err = 0;
+    float best_err = 0;
     for (int i = 0; i < 16; ++i) {
-        const double e = best * nearest(x[i] / best, -32, 31) - x[i];
+        const float e = best * static_cast<float>(nearest(x[i] / best, -32, 31)) - x[i];
         best_err += e * e;
     }
     for (int step = -6; step <= 6; ++step) {
         const float iscale = -(32.0f + 0.1f * static_cast<float>(step)) / extreme;
-        double sxq = 0, sqq = 0;
+        float sxq = 0, sqq = 0;
         int q[16];
         for (int i = 0; i < 16; ++i) {
             q[i] = nearest(x[i] * iscale, -32, 31);
-            sxq += double(x[i]) * q[i];
-            sqq += double(q[i]) * q[i];
+            sxq += x[i] * static_cast<float>(q[i]);
+            sqq += static_cast<float>(q[i] * q[i]);
         }
         if (sqq <= 0) continue;
-        const double s = sxq / sqq;
-        double err = 0;
+        const float s = sxq / sqq;
+        float err = 0;
         for (int i = 0; i < 16; ++i) {
-            const double e = s * q[i] - x[i];
+            const float e = s * static_cast<float>(q[i]) - x[i];
             err += e * e;
         }
-        if (err < best_err) best_err = err, best = static_cast<float>(s);
+        if (err < best_err) best_err = err, best = s;
     }
     return best;
 }
@@ -227,7 +237,7 @@ void block_q6_k(const float* x, uint8_t* b) {
         if (std::fabs(s[j]) > smax) smax = std::fabs(s[j]), sext = s[j];
     }
     // The sub-block scale of largest magnitude becomes -128 (int8's asymmetric end).
-    const float d = round_half(sext / -128.0f);
+    const float d = round_scale(sext / -128.0f);
     store_half(b + 208, d);
     auto* sc = reinterpret_cast<int8_t*>(b + 192);
     int q[256];

@@ -1,0 +1,414 @@
+// ggml's block types, one block at a time: strata::quant against decoders written here, element by element, from
+// the format definition (ggml-common.h's structs, the order of operations in strata/quant.hpp), never calling the
+// engine's decoders. Blocks are random bytes with chosen scales: ordinary, zero, negative, the largest finite f16,
+// and f16 subnormals. Then quantize -> dequantize error bounds, dot products, the CPU backend's matmul with block
+// weights, and malformed blocks.
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "catch.hpp"
+#include "strata/backend.hpp"
+#include "strata/dtype.hpp"
+#include "strata/error.hpp"
+#include "strata/quant.hpp"
+#include "support.hpp"
+
+using namespace strata;
+
+namespace {
+
+// ---------------------------------------------------------------- independent reference decoders
+
+// IEEE binary16 from its three fields, in double (exact), then to float (exact: every f16 is a float).
+float ref_half(uint16_t h) {
+    const int sign = h >> 15, exponent = (h >> 10) & 31, mantissa = h & 1023;
+    double v;
+    if (exponent == 31) return mantissa ? std::numeric_limits<float>::quiet_NaN()
+                                        : (sign ? -std::numeric_limits<float>::infinity()
+                                                : std::numeric_limits<float>::infinity());
+    if (exponent == 0)
+        v = std::ldexp(static_cast<double>(mantissa), -24);  // subnormal: 0.m * 2^-14
+    else
+        v = std::ldexp(1024.0 + mantissa, exponent - 25);    // 1.m * 2^(e-15)
+    return static_cast<float>(sign ? -v : v);
+}
+
+uint16_t u16_at(const std::vector<uint8_t>& b, size_t at) { return static_cast<uint16_t>(b[at] | (b[at + 1] << 8)); }
+
+// Bits [lo, lo+n) of a byte.
+int bits(uint8_t byte, int lo, int n) { return (byte >> lo) & ((1 << n) - 1); }
+
+// Q8_0: d (f16) then 32 int8.
+float ref_q8_0(const std::vector<uint8_t>& b, size_t block, int e) {
+    const size_t at = block * 34;
+    return ref_half(u16_at(b, at)) * static_cast<float>(static_cast<int8_t>(b[at + 2 + e]));
+}
+
+// Q4_0: d then 16 bytes; weight e < 16 is the low nibble of byte e, weight e >= 16 the high nibble of byte e-16.
+float ref_q4_0(const std::vector<uint8_t>& b, size_t block, int e) {
+    const size_t at = block * 18;
+    const int q = e < 16 ? bits(b[at + 2 + e], 0, 4) : bits(b[at + 2 + e - 16], 4, 4);
+    return ref_half(u16_at(b, at)) * static_cast<float>(q - 8);
+}
+
+// K types: the 6-bit scale and min of sub-block j from the 12 bytes at `s`. Sub-blocks 0..3 keep theirs in the
+// low six bits of bytes j (scale) and j+4 (min); sub-blocks 4..7 have their low four bits in the nibbles of byte
+// j+4 and their top two bits in the top bits of bytes j-4 (scale) and j (min).
+void ref_scale_min(const uint8_t* s, int j, int& sc, int& m) {
+    if (j < 4) {
+        sc = bits(s[j], 0, 6);
+        m = bits(s[j + 4], 0, 6);
+    } else {
+        sc = bits(s[j + 4], 0, 4) + 16 * bits(s[j - 4], 6, 2);
+        m = bits(s[j + 4], 4, 4) + 16 * bits(s[j], 6, 2);
+    }
+}
+
+// Q4_K (144 bytes): d, dmin, scales[12], qs[128]. Weight e: chunk c = e/64 uses qs[32c..); within the chunk the
+// first 32 are low nibbles, the next 32 high nibbles; sub-block e/32.
+float ref_q4_k(const std::vector<uint8_t>& b, size_t block, int e) {
+    const size_t at = block * 144;
+    const float d = ref_half(u16_at(b, at)), dmin = ref_half(u16_at(b, at + 2));
+    int sc, m;
+    ref_scale_min(&b[at + 4], e / 32, sc, m);
+    const int c = e / 64, l = e % 32, high = (e % 64) / 32;
+    const int q = bits(b[at + 16 + 32 * c + l], 4 * high, 4);
+    const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
+    return d1 * static_cast<float>(q) - m1;
+}
+
+// Q5_K (176 bytes): d, dmin, scales[12], qh[32], qs[128]; as Q4_K plus a fifth bit: bit (2c + high) of qh[l].
+float ref_q5_k(const std::vector<uint8_t>& b, size_t block, int e) {
+    const size_t at = block * 176;
+    const float d = ref_half(u16_at(b, at)), dmin = ref_half(u16_at(b, at + 2));
+    int sc, m;
+    ref_scale_min(&b[at + 4], e / 32, sc, m);
+    const int c = e / 64, l = e % 32, high = (e % 64) / 32;
+    const int q = bits(b[at + 48 + 32 * c + l], 4 * high, 4) + 16 * bits(b[at + 16 + l], 2 * c + high, 1);
+    const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
+    return d1 * static_cast<float>(q) - m1;
+}
+
+// Q6_K (210 bytes): ql[128], qh[64], scales[16] (int8), d. Weight e: half h = e/128, k = (e%128)/32 (which of
+// four 32-runs), l = e%32. Low four bits: byte ql[64h + l + 32*(k%2)], nibble k/2. High two bits: bits 2k, 2k+1
+// of qh[32h + l]. Scale: scales[e/16]. w = (d * scale) * (q - 32).
+float ref_q6_k(const std::vector<uint8_t>& b, size_t block, int e) {
+    const size_t at = block * 210;
+    const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+    const int lo = bits(b[at + 64 * h + l + 32 * (k % 2)], 4 * (k / 2), 4);
+    const int hi = bits(b[at + 128 + 32 * h + l], 2 * k, 2);
+    const int q = lo + 16 * hi - 32;
+    const float scale = static_cast<float>(static_cast<int8_t>(b[at + 192 + e / 16]));
+    return (ref_half(u16_at(b, at + 208)) * scale) * static_cast<float>(q);
+}
+
+float ref_weight(DType t, const std::vector<uint8_t>& b, int64_t i) {
+    const int64_t bs = dtype_block_size(t);
+    const size_t block = static_cast<size_t>(i / bs);
+    const int e = static_cast<int>(i % bs);
+    switch (t) {
+        case DType::Q8_0: return ref_q8_0(b, block, e);
+        case DType::Q4_0: return ref_q4_0(b, block, e);
+        case DType::Q4_K: return ref_q4_k(b, block, e);
+        case DType::Q5_K: return ref_q5_k(b, block, e);
+        case DType::Q6_K: return ref_q6_k(b, block, e);
+        default: FAIL("not a block type"); return 0;
+    }
+}
+
+const DType kTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+// Byte offsets of a block's f16 scales.
+std::vector<int> scale_offsets(DType t) {
+    switch (t) {
+        case DType::Q4_K:
+        case DType::Q5_K: return {0, 2};
+        case DType::Q6_K: return {208};
+        default: return {0};
+    }
+}
+
+// A finite f16 scale of a kind: 0 ordinary, 1 zero, 2 subnormal, 3 largest finite, 4 smallest subnormal.
+uint16_t scale_of_kind(int kind, std::mt19937& rng) {
+    const uint16_t sign = (rng() & 1) ? 0x8000 : 0;
+    switch (kind) {
+        case 1: return sign;
+        case 2: return static_cast<uint16_t>(sign | (1 + rng() % 1023));  // exponent 0, mantissa != 0
+        case 3: return static_cast<uint16_t>(sign | 0x7bff);              // 65504
+        case 4: return static_cast<uint16_t>(sign | 1);                   // 2^-24
+        default: return static_cast<uint16_t>(sign | ((1 + rng() % 30) << 10) | (rng() & 1023));
+    }
+}
+
+// nblocks random blocks; block k's scales are of kind k % 5 (so every kind and pairs of kinds appear).
+std::vector<uint8_t> random_blocks(DType t, int64_t nblocks, std::mt19937& rng) {
+    std::vector<uint8_t> b(static_cast<size_t>(nblocks * dtype_block_bytes(t)));
+    for (uint8_t& x : b) x = static_cast<uint8_t>(rng());
+    for (int64_t k = 0; k < nblocks; ++k)
+        for (size_t s = 0; s < scale_offsets(t).size(); ++s) {
+            const int kind = static_cast<int>((k + 2 * static_cast<int64_t>(s) * (k / 5)) % 5);
+            const uint16_t h = scale_of_kind(kind, rng);
+            const size_t at = static_cast<size_t>(k * dtype_block_bytes(t) + scale_offsets(t)[s]);
+            b[at] = static_cast<uint8_t>(h & 0xff);
+            b[at + 1] = static_cast<uint8_t>(h >> 8);
+        }
+    return b;
+}
+
+std::vector<float> gaussian(int64_t n, std::mt19937& rng, float sigma = 1.0f) {
+    std::normal_distribution<float> nd(0.0f, sigma);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = nd(rng);
+    return v;
+}
+
+double rel_rms(const std::vector<float>& got, const std::vector<float>& want) {
+    double e = 0, s = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        e += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+        s += double(want[i]) * want[i];
+    }
+    return std::sqrt(e / s);
+}
+
+bool same_bits(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b); }
+
+}  // namespace
+
+TEST_CASE("f16 -> f32 is exact for every one of the 65536 half values, subnormals included", "[quant]") {
+    std::vector<uint8_t> all(2 * 65536);
+    for (uint32_t h = 0; h < 65536; ++h) all[2 * h] = static_cast<uint8_t>(h & 0xff), all[2 * h + 1] = static_cast<uint8_t>(h >> 8);
+    std::vector<float> widened(65536);
+    quant::dequantize(DType::F16, all.data(), widened.data(), 65536);
+    int64_t mismatches = 0;
+    for (uint32_t h = 0; h < 65536; ++h) {
+        const float want = ref_half(static_cast<uint16_t>(h));
+        const float got = f16_to_f32(static_cast<uint16_t>(h));
+        const bool ok = std::isnan(want) ? (std::isnan(got) && std::isnan(widened[h]))
+                                         : (same_bits(got, want) && same_bits(widened[h], want));
+        if (!ok) ++mismatches;
+    }
+    CHECK(mismatches == 0);
+    CHECK(f16_to_f32(0x0001) == std::ldexp(1.0f, -24));   // the smallest subnormal
+    CHECK(f16_to_f32(0x03ff) == std::ldexp(1023.0f, -24)); // the largest subnormal
+    CHECK(same_bits(f16_to_f32(0x8000), -0.0f));
+}
+
+TEST_CASE("dequantize equals an independent decoder bit for bit on random blocks with extreme scales", "[quant]") {
+    std::mt19937 rng(7);
+    for (DType t : kTypes) {
+        INFO(dtype_name(t));
+        const int64_t nblocks = 40, n = nblocks * dtype_block_size(t);
+        const std::vector<uint8_t> b = random_blocks(t, nblocks, rng);
+        std::vector<float> got(static_cast<size_t>(n));
+        quant::dequantize(t, b.data(), got.data(), n);
+        int64_t mismatches = 0, subnormal_blocks = 0;
+        for (int64_t i = 0; i < n; ++i)
+            if (!same_bits(got[static_cast<size_t>(i)], ref_weight(t, b, i))) ++mismatches;
+        for (int64_t k = 0; k < nblocks; ++k) {
+            const uint16_t d = u16_at(b, static_cast<size_t>(k * dtype_block_bytes(t) + scale_offsets(t)[0]));
+            subnormal_blocks += (d & 0x7c00) == 0 && (d & 0x3ff) != 0;
+        }
+        CHECK(mismatches == 0);
+        CHECK(subnormal_blocks >= 8);  // the subnormal cases were really exercised
+        quant::validate(t, b.data(), n, "random");  // finite scales: valid
+        // Every block must also decode alone (no state carried between blocks).
+        std::vector<float> one(static_cast<size_t>(dtype_block_size(t)));
+        quant::dequantize(t, b.data() + 7 * dtype_block_bytes(t), one.data(), dtype_block_size(t));
+        for (int64_t e = 0; e < dtype_block_size(t); ++e)
+            CHECK(same_bits(one[static_cast<size_t>(e)], got[static_cast<size_t>(7 * dtype_block_size(t) + e)]));
+    }
+}
+
+TEST_CASE("dot over block weights equals the dot of the dequantized weights", "[quant]") {
+    std::mt19937 rng(11);
+    for (DType t : kTypes) {
+        INFO(dtype_name(t));
+        // 768 = 3 super-blocks; 800 (Q8_0/Q4_0 only) ends in a partial 256-weight chunk.
+        for (int64_t n : {int64_t(768), int64_t(800)}) {
+            if (n % dtype_block_size(t)) continue;
+            const std::vector<float> w = gaussian(n, rng, 0.05f);
+            std::vector<uint8_t> b(dtype_bytes(t, n));
+            quant::quantize(t, w.data(), b.data(), n);
+            std::vector<float> deq(static_cast<size_t>(n));
+            quant::dequantize(t, b.data(), deq.data(), n);
+            const std::vector<float> x = gaussian(n, rng);
+            double want = 0, mag = 0;
+            for (int64_t i = 0; i < n; ++i) {
+                want += double(deq[static_cast<size_t>(i)]) * x[static_cast<size_t>(i)];
+                mag += std::fabs(double(deq[static_cast<size_t>(i)]) * x[static_cast<size_t>(i)]);
+            }
+            const float got = quant::dot(t, b.data(), x.data(), n);
+            CHECK(std::fabs(got - want) <= 1e-6 * mag);
+        }
+    }
+}
+
+// Measured on N(0, 1) weights (64 Ki per type, seed 3): relative RMS error Q8_0 0.0054, Q4_0 0.087, Q4_K 0.071,
+// Q5_K 0.036, Q6_K 0.018. The bounds below leave ~15% headroom.
+TEST_CASE("quantize -> dequantize stays within the error bound of each type", "[quant]") {
+    struct Bound {
+        DType t;
+        double rel_rms;
+    };
+    const Bound bounds[] = {{DType::Q8_0, 0.0065}, {DType::Q4_0, 0.10}, {DType::Q4_K, 0.082},
+                            {DType::Q5_K, 0.042}, {DType::Q6_K, 0.021}};
+    std::mt19937 rng(3);
+    const int64_t n = 65536;
+    for (float sigma : {1.0f, 0.02f, 3e-5f}) {  // 3e-5: scales fall into the f16 subnormal range
+        const std::vector<float> w = gaussian(n, rng, sigma);
+        for (const Bound& bd : bounds) {
+            INFO(dtype_name(bd.t) << " sigma " << sigma);
+            std::vector<uint8_t> b(dtype_bytes(bd.t, n));
+            quant::quantize(bd.t, w.data(), b.data(), n);
+            quant::validate(bd.t, b.data(), n, "quantized");
+            std::vector<float> back(static_cast<size_t>(n));
+            quant::dequantize(bd.t, b.data(), back.data(), n);
+            const double e = rel_rms(back, w);
+            UNSCOPED_INFO(dtype_name(bd.t) << " sigma " << sigma << " rel rms " << e);
+            // Tiny weights lose relative precision once the scales are f16 subnormals.
+            CHECK(e < (sigma < 1e-4f ? 4 * bd.rel_rms : bd.rel_rms));
+        }
+    }
+}
+
+TEST_CASE("Q8_0 and Q4_0 errors are bounded per block by their scale", "[quant]") {
+    std::mt19937 rng(5);
+    const int64_t n = 32 * 512;
+    const std::vector<float> w = gaussian(n, rng);
+    for (DType t : {DType::Q8_0, DType::Q4_0}) {
+        INFO(dtype_name(t));
+        std::vector<uint8_t> b(dtype_bytes(t, n));
+        quant::quantize(t, w.data(), b.data(), n);
+        std::vector<float> back(static_cast<size_t>(n));
+        quant::dequantize(t, b.data(), back.data(), n);
+        // Q8_0: the nearest of 255 levels, |e| <= d/2. Q4_0: levels -8..7 with the extreme at -8, so a weight of
+        // the opposite sign and equal magnitude clamps to 7: |e| <= d.
+        const double k = t == DType::Q8_0 ? 0.5 : 1.0;
+        double worst = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            const double d = std::fabs(ref_half(u16_at(b, static_cast<size_t>(i / 32 * dtype_block_bytes(t)))));
+            worst = std::max(worst, std::fabs(double(back[size_t(i)]) - w[size_t(i)]) / (k * d));
+        }
+        CHECK(worst <= 1.0 + 1e-3);
+    }
+}
+
+TEST_CASE("special inputs quantize sensibly: zeros, constants, a spike, the largest representable", "[quant]") {
+    for (DType t : kTypes) {
+        INFO(dtype_name(t));
+        const int64_t n = 256;
+        std::vector<uint8_t> b(dtype_bytes(t, n));
+        std::vector<float> back(n);
+        std::vector<float> zeros(n, 0.0f);
+        quant::quantize(t, zeros.data(), b.data(), n);
+        quant::dequantize(t, b.data(), back.data(), n);
+        for (float v : back) CHECK(v == 0.0f);
+
+        std::vector<float> spike(n, 0.0f);
+        spike[100] = -3.0f;
+        quant::quantize(t, spike.data(), b.data(), n);
+        quant::dequantize(t, b.data(), back.data(), n);
+        CHECK(back[100] == Approx(-3.0f).epsilon(0.01));
+        CHECK(back[99] == Approx(0.0f).margin(0.05));
+
+        std::vector<float> big(n, 0.0f);
+        for (int64_t i = 0; i < n; ++i) big[size_t(i)] = (i % 2 ? 1.0f : -1.0f) * 60000.0f * float(i % 7) / 6.0f;
+        quant::quantize(t, big.data(), b.data(), n);
+        quant::validate(t, b.data(), n, "big");
+        quant::dequantize(t, b.data(), back.data(), n);
+        CHECK(test::all_finite(back));
+        CHECK(rel_rms(back, big) < 0.15);
+
+        std::vector<float> bad(n, 0.0f);
+        bad[3] = std::numeric_limits<float>::quiet_NaN();
+        CHECK_THROWS_AS(quant::quantize(t, bad.data(), b.data(), n), InputError);
+        bad[3] = 1e30f;
+        CHECK_THROWS_AS(quant::quantize(t, bad.data(), b.data(), n), InputError);
+        CHECK_THROWS_AS(quant::quantize(t, zeros.data(), b.data(), n - 1), Error);
+    }
+    std::vector<float> x(256, 0.0f);
+    std::vector<uint8_t> b(1024);
+    CHECK_THROWS_AS(quant::quantize(DType::BF16, x.data(), b.data(), 256), UnsupportedError);
+}
+
+TEST_CASE("blocks with NaN or infinite f16 scales are malformed: validate names the block and scale", "[quant]") {
+    std::mt19937 rng(9);
+    for (DType t : kTypes) {
+        for (size_t s = 0; s < scale_offsets(t).size(); ++s) {
+            for (uint16_t bad : {uint16_t(0x7c00), uint16_t(0xfc00), uint16_t(0x7e00), uint16_t(0x7c01)}) {
+                INFO(dtype_name(t) << " scale " << s << " = " << bad);
+                std::vector<uint8_t> b = random_blocks(t, 6, rng);
+                const size_t at = static_cast<size_t>(4 * dtype_block_bytes(t) + scale_offsets(t)[s]);
+                b[at] = static_cast<uint8_t>(bad & 0xff);
+                b[at + 1] = static_cast<uint8_t>(bad >> 8);
+                try {
+                    quant::validate(t, b.data(), 6 * dtype_block_size(t), "blk.3.attn_q.weight");
+                    FAIL("no error");
+                } catch (const FormatError& e) {
+                    const std::string msg = e.what();
+                    CHECK(msg.find("blk.3.attn_q.weight") != std::string::npos);
+                    CHECK(msg.find("block 4") != std::string::npos);
+                    CHECK(msg.find((bad & 0x3ff) ? "NaN" : "infinite") != std::string::npos);
+                    CHECK(msg.find(s == 0 ? "scale d " : "scale dmin") != std::string::npos);
+                }
+            }
+        }
+        std::vector<float> out(512);
+        std::vector<uint8_t> b(2048);
+        CHECK_THROWS_AS(quant::dequantize(t, b.data(), out.data(), dtype_block_size(t) + 1), Error);
+    }
+}
+
+TEST_CASE("bits per weight of every type", "[quant]") {
+    CHECK(quant::bits_per_weight(DType::F32) == 32.0);
+    CHECK(quant::bits_per_weight(DType::BF16) == 16.0);
+    CHECK(quant::bits_per_weight(DType::Q8_0) == 8.5);
+    CHECK(quant::bits_per_weight(DType::Q4_0) == 4.5);
+    CHECK(quant::bits_per_weight(DType::Q4_K) == 4.5);
+    CHECK(quant::bits_per_weight(DType::Q5_K) == 5.5);
+    CHECK(quant::bits_per_weight(DType::Q6_K) == 6.5625);
+}
+
+TEST_CASE("CPU matmul with block weights equals matmul with the dequantized weights", "[quant][cpu]") {
+    std::mt19937 rng(13);
+    auto backend = make_backend(BackendOptions{});
+    const int64_t rows = 37, cols = 512;  // rows not a multiple of the kernels' 4- and 8-row groups
+    for (DType t : kTypes) {
+        INFO(dtype_name(t));
+        const std::vector<float> w = gaussian(rows * cols, rng, 0.05f);
+        std::vector<uint8_t> qb(dtype_bytes(t, rows * cols));
+        quant::quantize(t, w.data(), qb.data(), rows * cols);
+        std::vector<float> deq(static_cast<size_t>(rows * cols));
+        quant::dequantize(t, qb.data(), deq.data(), rows * cols);
+
+        TensorView qv;
+        qv.name = "q";
+        qv.dtype = t;
+        qv.shape = {rows, cols};
+        qv.data = reinterpret_cast<const std::byte*>(qb.data());
+        qv.nbytes = qb.size();
+        TensorView fv = qv;
+        fv.dtype = DType::F32;
+        fv.data = reinterpret_cast<const std::byte*>(deq.data());
+        fv.nbytes = deq.size() * 4;
+
+        for (int64_t T : {int64_t(1), int64_t(5)}) {  // decode (matvec) and prefill (row blocks x tiles)
+            const std::vector<float> x = gaussian(T * cols, rng);
+            Buf xb = backend->alloc(T * cols, "x"), a = backend->alloc(T * rows, "a"), b = backend->alloc(T * rows, "b");
+            backend->begin();
+            backend->write(xb, x);
+            backend->matmul(a, xb, qv, T);
+            backend->matmul(b, xb, fv, T);
+            const Readback ra = backend->readback(a, T * rows), rb = backend->readback(b, T * rows);
+            backend->submit();
+            const std::vector<float> got = backend->fetch(ra), want = backend->fetch(rb);
+            CHECK(test::rel_l2(got, want) < 1e-6);
+            for (Buf z : {xb, a, b}) backend->free(z);
+        }
+    }
+}
