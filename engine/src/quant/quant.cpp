@@ -7,22 +7,12 @@
 #include <string>
 
 #include "quant/blocks.hpp"
+#include "quant/dot.hpp"
 #include "strata/error.hpp"
-
-// 32-byte vectors are passed only between always-inlined helpers, so the ABI note does not apply.
-#pragma GCC diagnostic ignored "-Wpsabi"
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define STRATA_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define STRATA_SIMD_CLONES
-#endif
 
 namespace strata::quant {
 
 namespace {
-
-typedef float v8f __attribute__((vector_size(32)));
 
 const uint8_t* bytes(const void* p) { return static_cast<const uint8_t*>(p); }
 
@@ -50,41 +40,8 @@ inline void decode(DType t, const uint8_t* p, float* y, int64_t count) {
     }
 }
 
-// Weights decoded together before they are used: one K super-block, or eight Q8_0/Q4_0 blocks.
+// Weights widened together by the non-block fallback of dot().
 constexpr int64_t kChunk = 256;
-
-STRATA_SIMD_CLONES float dot_blocks(DType t, const uint8_t* p, const float* x, int64_t n) {
-    const int64_t chunk_bytes = static_cast<int64_t>(dtype_bytes(t, kChunk));
-    alignas(32) float w[kChunk];
-    v8f a0 = {}, a1 = {}, a2 = {}, a3 = {};
-    int64_t i = 0;
-    for (; i + kChunk <= n; i += kChunk, p += chunk_bytes) {
-        decode(t, p, w, kChunk);
-        for (int64_t j = 0; j < kChunk; j += 32) {
-            v8f w0, w1, w2, w3, x0, x1, x2, x3;
-            std::memcpy(&w0, w + j, 32);
-            std::memcpy(&w1, w + j + 8, 32);
-            std::memcpy(&w2, w + j + 16, 32);
-            std::memcpy(&w3, w + j + 24, 32);
-            std::memcpy(&x0, x + i + j, 32);
-            std::memcpy(&x1, x + i + j + 8, 32);
-            std::memcpy(&x2, x + i + j + 16, 32);
-            std::memcpy(&x3, x + i + j + 24, 32);
-            a0 += w0 * x0;
-            a1 += w1 * x1;
-            a2 += w2 * x2;
-            a3 += w3 * x3;
-        }
-    }
-    const v8f a = (a0 + a1) + (a2 + a3);
-    float s = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
-    if (i < n) {  // Q8_0 / Q4_0 rows that are not a multiple of 256: the last blocks one at a time
-        const int64_t rest = n - i;
-        decode(t, p, w, rest);
-        for (int64_t j = 0; j < rest; ++j) s += w[j] * x[i + j];
-    }
-    return s;
-}
 
 std::string hex16(uint16_t v) {
     static const char* digits = "0123456789abcdef";
@@ -127,7 +84,7 @@ float dot(DType t, const void* row, const float* x, int64_t n) {
         }
         return s;
     }
-    return dot_blocks(t, bytes(row), x, n);
+    return detail::dot_blocks(t, bytes(row), x, n);
 }
 
 void validate(DType t, const void* src, int64_t n, std::string_view what) {
