@@ -63,7 +63,7 @@ TEST_CASE("the logit lens of the last block is the model's own logits", "[logits
     const int64_t V = logits->cols, L = demo().model->config.n_layers;
     for (int64_t p : {int64_t(0), int64_t(seq.size() / 2), int64_t(seq.size() - 1)}) {
         INFO("position " << p);
-        const std::vector<float> lens = lens::logit_lens(*demo().model, t, p);
+        const std::vector<float> lens = lens::logit_lens(*demo().transformer, t, p);
         REQUIRE(lens.size() == size_t((L + 1) * V));
         CHECK(test::rel_l2(row(lens, L, V), row(logits->data, p, V)) < 1e-5);
         CHECK(test::all_finite(lens));
@@ -90,7 +90,7 @@ TEST_CASE("a position's logits come from the final norm row when the run kept on
         CHECK(test::rel_l2(lens::logits_at(*demo().model, dropped, p), want) < 1e-5);
     }
     CHECK_THROWS(lens::logits_at(*demo().model, lean, int64_t(seq.size())));
-    CHECK_THROWS(lens::logit_lens(*demo().model, lean, -1));
+    CHECK_THROWS(lens::logit_lens(*demo().transformer, lean, -1));
 }
 
 TEST_CASE("project_rows is every row of x against every row of w", "[logits]") {

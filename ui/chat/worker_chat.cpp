@@ -41,7 +41,7 @@ void EngineWorker::positionLogits(qint64 id, const RunResultPtr& run, int positi
         r->position = position;
         r->logits = lens::logits_at(*model_, run->trace, position, &abort_);
         if (withLens) {
-            r->lens = lens::logit_lens(*model_, run->trace, position, &abort_);
+            r->lens = lens::logit_lens(*transformer_, run->trace, position);
             r->lensRows = model_->config.n_layers + 1;
         }
         r->vocab = chatEngine().vocabulary();

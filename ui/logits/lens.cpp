@@ -68,11 +68,9 @@ std::vector<float> residual_rows(const Trace& trace, int64_t n_layers, int64_t p
     return x;
 }
 
-std::vector<float> logit_lens(const Model& model, const Trace& trace, int64_t position, const std::atomic<bool>* cancel) {
-    const ModelConfig& c = model.config;
-    const std::vector<float> x = residual_rows(trace, c.n_layers, position);
-    const std::vector<float> normed = analysis::rmsnorm_rows(x, c.n_layers + 1, model.tensor("norm").to_f32(), c.norm_eps);
-    return project_rows(model.output_weight(), normed, c.n_layers + 1, cancel);
+std::vector<float> logit_lens(Transformer& transformer, const Trace& trace, int64_t position) {
+    const int64_t L = transformer.model().config.n_layers;
+    return transformer.project(residual_rows(trace, L, position), L + 1);
 }
 
 std::vector<float> logits_at(const Model& model, const Trace& trace, int64_t position, const std::atomic<bool>* cancel) {

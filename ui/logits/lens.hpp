@@ -10,6 +10,7 @@
 
 #include "strata/model.hpp"
 #include "strata/trace.hpp"
+#include "strata/transformer.hpp"
 
 namespace strata::ui::lens {
 
@@ -22,10 +23,10 @@ std::vector<float> project_rows(const TensorView& w, std::span<const float> x, i
 // (x0, h.0 .. h.{L-1}). Throws ModelError when the trace lacks one of them or the position.
 std::vector<float> residual_rows(const Trace& trace, int64_t n_layers, int64_t position);
 
-// The logit lens at `position`: rmsnorm with the final norm's gain, then the output projection.
+// The logit lens at `position`: rmsnorm with the final norm's gain, then the output projection, run on the
+// transformer's backend (the GPU when the explorer uses Vulkan) by Transformer::project.
 // [n_layers + 1, vocab]; the last row is the model's own logits (h.{L-1} -> norm -> output).
-std::vector<float> logit_lens(const Model& model, const Trace& trace, int64_t position,
-                              const std::atomic<bool>* cancel = nullptr);
+std::vector<float> logit_lens(Transformer& transformer, const Trace& trace, int64_t position);
 
 // The model's logits at `position`: the trace's row when it kept logits for every position, else output(norm)
 // from the kept final-norm row. [vocab]
