@@ -1,10 +1,21 @@
 #include "cards/source_highlighter.hpp"
 
+#include <QGuiApplication>
+#include <QPalette>
+
 namespace strata::ui {
+
+namespace {
+// The colours below are chosen for a light background; on a dark palette they are lightened to stay readable.
+QColor onBase(const QColor& c) {
+    const bool dark = QGuiApplication::palette().color(QPalette::Base).lightness() < 128;
+    return dark ? c.lighter(190) : c;
+}
+}  // namespace
 
 SourceHighlighter::SourceHighlighter(QTextDocument* document) : QSyntaxHighlighter(document) {
     QTextCharFormat keyword;
-    keyword.setForeground(QColor(0x1f, 0x4e, 0xa8));
+    keyword.setForeground(onBase(QColor(0x1f, 0x4e, 0xa8)));
     keyword.setFontWeight(QFont::Bold);
     const QString keywords = QStringLiteral(
         "\\b(?:for|if|else|return|const|constexpr|auto|void|struct|class|namespace|using|static|template|typename|"
@@ -13,30 +24,30 @@ SourceHighlighter::SourceHighlighter(QTextDocument* document) : QSyntaxHighlight
     rules_.push_back({QRegularExpression(keywords), keyword});
 
     QTextCharFormat type;
-    type.setForeground(QColor(0x0b, 0x7a, 0x75));
+    type.setForeground(onBase(QColor(0x0b, 0x7a, 0x75)));
     rules_.push_back({QRegularExpression(QStringLiteral(
                           "\\b(?:int|int32_t|int64_t|uint|uint32_t|uint64_t|size_t|float|double|bool|char|vec[234]|"
                           "uvec[234]|ivec[234]|mat[234]|float16_t|std::\\w+|Buf|TensorView|Trace|TracedTensor)\\b")),
                       type});
 
     QTextCharFormat number;
-    number.setForeground(QColor(0x9c, 0x5d, 0x00));
+    number.setForeground(onBase(QColor(0x9c, 0x5d, 0x00)));
     rules_.push_back({QRegularExpression(QStringLiteral("\\b[0-9]+(?:\\.[0-9]*)?(?:e[-+]?[0-9]+)?[fuFU]?\\b")), number});
 
     QTextCharFormat preprocessor;
-    preprocessor.setForeground(QColor(0x80, 0x40, 0x80));
+    preprocessor.setForeground(onBase(QColor(0x80, 0x40, 0x80)));
     rules_.push_back({QRegularExpression(QStringLiteral("#\\s*(?:include|define|extension|version|pragma|if|ifdef|endif|else)\\b.*")), preprocessor});
 
     QTextCharFormat string;
-    string.setForeground(QColor(0xa3, 0x15, 0x15));
+    string.setForeground(onBase(QColor(0xa3, 0x15, 0x15)));
     rules_.push_back({QRegularExpression(QStringLiteral("\"(?:[^\"\\\\]|\\\\.)*\"")), string});
 
-    comment_.setForeground(QColor(0x6a, 0x73, 0x7d));
+    comment_.setForeground(onBase(QColor(0x6a, 0x73, 0x7d)));
     comment_.setFontItalic(true);
     rules_.push_back({QRegularExpression(QStringLiteral("//.*$")), comment_});
 
-    gutter_.setForeground(QColor(0x99, 0x99, 0x99));
-    cited_.setForeground(QColor(0xc0, 0x39, 0x2b));
+    gutter_.setForeground(onBase(QColor(0x99, 0x99, 0x99)));
+    cited_.setForeground(onBase(QColor(0xc0, 0x39, 0x2b)));
     cited_.setFontWeight(QFont::Bold);
     gutterPattern_ = QRegularExpression(QStringLiteral("^([\u25b6 ])\\s*[0-9]+ \u2502 "));
 }

@@ -75,7 +75,10 @@ ChatTranscript::ChatTranscript(Conversation* conversation, QWidget* parent)
 }
 
 QColor ChatTranscript::tint(int piece) const {
-    // Two light tints in alternation show where one token ends and the next begins.
+    // Two tints in alternation show where one token ends and the next begins: light ones under dark text, dark
+    // ones under light text (a dark system palette).
+    const bool dark = palette().color(QPalette::Base).lightness() < 128;
+    if (dark) return piece % 2 == 0 ? QColor(0x1e, 0x33, 0x55) : QColor(0x44, 0x25, 0x4f);
     return piece % 2 == 0 ? QColor(0xdc, 0xe8, 0xfb) : QColor(0xf1, 0xe0, 0xf7);
 }
 

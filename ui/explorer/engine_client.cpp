@@ -17,6 +17,7 @@ EngineClient::EngineClient(QObject* parent) : QObject(parent), worker_(new Engin
     connect(worker_, &EngineWorker::weightExported, this, &EngineClient::weightExported);
     connect(worker_, &EngineWorker::cancelled, this, &EngineClient::cancelled);
     connect(worker_, &EngineWorker::failed, this, &EngineClient::failed);
+    connect(worker_, &EngineWorker::devicesListed, this, &EngineClient::devicesListed);
     thread_.start();
 }
 
@@ -36,6 +37,10 @@ qint64 EngineClient::openDemo(const QString& backend) {
     const qint64 id = nextId_++;
     QMetaObject::invokeMethod(worker_, [w = worker_, id, backend] { w->openDemo(id, backend); });
     return id;
+}
+
+void EngineClient::listDevices() {
+    QMetaObject::invokeMethod(worker_, [w = worker_] { w->listDevices(); });
 }
 
 qint64 EngineClient::run(const QString& prompt, bool logitLens) {

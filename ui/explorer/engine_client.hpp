@@ -17,6 +17,8 @@ public:
 
     qint64 openModel(const QString& path, const QString& backend);
     qint64 openDemo(const QString& backend);
+    // Asks the worker for the Vulkan devices; devicesListed answers.
+    void listDevices();
     qint64 run(const QString& prompt, bool logitLens);
     qint64 nearest(int token, int k);
     qint64 weightPreview(const QString& name, int maxRows, int maxCols);
@@ -41,6 +43,7 @@ signals:
     void weightExported(qint64 id, const QString& file);
     void cancelled(qint64 id, const QString& what);
     void failed(qint64 id, const QString& what, const QString& message);
+    void devicesListed(const QStringList& devices, int chosen, const QString& problem);
 
 private:
     QThread thread_;

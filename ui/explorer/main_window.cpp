@@ -4,6 +4,8 @@
 #include <QActionGroup>
 #include <QApplication>
 #include <QCheckBox>
+#include <QCloseEvent>
+#include <QDir>
 #include <QDragEnterEvent>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -19,6 +21,7 @@
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTabWidget>
+#include <QToolButton>
 #include <QTreeView>
 #include <QVBoxLayout>
 
@@ -27,7 +30,9 @@
 #include "explorer/atlas_model.hpp"
 #include "explorer/engine_client.hpp"
 #include "explorer/layer_stepper.hpp"
+#include "explorer/shortcut_overlay.hpp"
 #include "explorer/token_chips.hpp"
+#include "explorer/window_settings.hpp"
 #include "views/attention_view.hpp"
 #include "views/embedding_view.hpp"
 #include "views/gains_view.hpp"
@@ -39,11 +44,6 @@
 
 namespace strata::ui {
 
-namespace {
-constexpr int kMaxRecent = 8;
-const char* kRecentKey = "recentModels";
-}  // namespace
-
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     setWindowTitle(tr("Strata"));
     setWindowIcon(QIcon(QStringLiteral(":/icons/strata.svg")));
@@ -51,12 +51,36 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     state_ = new ExplorerState(this);
     client_ = new EngineClient(this);
     atlas_ = new AtlasModel(this);
+    backend_ = loadBackend();
+    device_ = loadDevice();
     buildLayout();
     buildActions();
     connectEngine();
     updateStatus();
     resize(1600, 1000);
     installChat(this);  // the Chat tab beside the explorer, and the logits explorer views (ui/chat, ui/logits)
+    // After the chat's menu, so the overlay and the Help menu list everything.
+    QMenu* help = menuBar()->addMenu(tr("&Help"));
+    overlay_ = new ShortcutOverlay(this, menuBar());
+    QAction* keys = help->addAction(tr("&Keyboard Shortcuts"), overlay_, &ShortcutOverlay::toggle);
+    keys->setShortcuts({QKeySequence(Qt::Key_F1), QKeySequence(Qt::Key_Question)});
+    keys->setObjectName(QStringLiteral("actionShortcuts"));
+    restoreLayout();
+    client_->listDevices();
+}
+
+void MainWindow::restoreLayout() {
+    const WindowLayout l = loadWindowLayout();
+    if (!l.geometry.isEmpty()) restoreGeometry(l.geometry);
+    if (!l.state.isEmpty()) restoreState(l.state);
+    if (!l.splitter.isEmpty()) split_->restoreState(l.splitter);
+}
+
+void MainWindow::saveLayout() const { saveWindowLayout({saveGeometry(), saveState(), split_->saveState()}); }
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+    saveLayout();
+    QMainWindow::closeEvent(e);
 }
 
 MainWindow::~MainWindow() = default;
@@ -127,7 +151,8 @@ void MainWindow::buildLayout() {
     cards_ = new CardPanel;
     stepper_ = new LayerStepper;
 
-    auto* split = new QSplitter(Qt::Horizontal);
+    auto* split = split_ = new QSplitter(Qt::Horizontal);
+    split->setObjectName(QStringLiteral("explorerSplitter"));
     split->addWidget(tree_);
     split->addWidget(tabs_);
     split->addWidget(cards_);
@@ -135,6 +160,29 @@ void MainWindow::buildLayout() {
     split->setStretchFactor(1, 1);
     split->setStretchFactor(2, 0);
     split->setSizes({430, 750, 420});
+
+    // Find token (Ctrl+F): a row under the chips while it is open.
+    findBar_ = new QWidget;
+    auto* findRow = new QHBoxLayout(findBar_);
+    findRow->setContentsMargins(0, 0, 0, 0);
+    find_ = new QLineEdit;
+    find_->setObjectName(QStringLiteral("findToken"));
+    find_->setPlaceholderText(tr("Find a token: type part of its text, Enter for the next match"));
+    find_->setClearButtonEnabled(true);
+    find_->installEventFilter(this);
+    findResult_ = new QLabel;
+    auto* findClose = new QToolButton;
+    findClose->setText(tr("Close"));
+    findRow->addWidget(new QLabel(tr("Find token")));
+    findRow->addWidget(find_, 1);
+    findRow->addWidget(findResult_);
+    findRow->addWidget(findClose);
+    findBar_->hide();
+    connect(find_, &QLineEdit::textEdited, this, [this](const QString& t) {
+        findToken(t, true);  // typing searches from the start; Enter moves on from the match
+    });
+    connect(find_, &QLineEdit::returnPressed, this, [this] { findToken(find_->text()); });
+    connect(findClose, &QToolButton::clicked, findBar_, &QWidget::hide);
 
     auto* central = new QWidget;
     auto* v = new QVBoxLayout(central);
@@ -144,6 +192,7 @@ void MainWindow::buildLayout() {
     v->addWidget(errorBanner_);
     v->addLayout(promptRow);
     v->addWidget(chips_);
+    v->addWidget(findBar_);
     v->addWidget(split, 1);
     v->addWidget(stepper_);
     setCentralWidget(central);
@@ -191,16 +240,21 @@ void MainWindow::buildLayout() {
 
 void MainWindow::buildActions() {
     QMenu* file = menuBar()->addMenu(tr("&File"));
-    file->addAction(tr("&Open Model Folder\u2026"), QKeySequence::Open, this, &MainWindow::chooseFolder);
+    file->addAction(tr("&Open Model Folder\u2026"), QKeySequence::Open, this, &MainWindow::chooseFolder)
+        ->setObjectName(QStringLiteral("actionOpen"));
     file->addAction(tr("Open &GGUF File\u2026"), QKeySequence(tr("Ctrl+Shift+O")), this, &MainWindow::chooseFile);
     file->addAction(tr("Open the &Demonstration Model"), this, &MainWindow::openDemo);
-    recentMenu_ = file->addMenu(tr("&Recent Models"));
+    recentMenu_ = file->addMenu(tr("Open &Recent"));
+    recentMenu_->setObjectName(QStringLiteral("recentMenu"));
+    recentMenu_->setProperty("shortcutRange", tr("Open a Recent Model"));
     file->addSeparator();
     file->addAction(tr("&Quit"), QKeySequence::Quit, qApp, &QApplication::quit);
     rebuildRecentMenu();
 
     QMenu* model = menuBar()->addMenu(tr("&Model"));
-    model->addAction(tr("&Run Prompt"), QKeySequence(tr("Ctrl+R")), this, &MainWindow::startRun);
+    QAction* runAction = model->addAction(tr("&Run Prompt"), this, &MainWindow::startRun);
+    runAction->setShortcuts({QKeySequence(tr("Ctrl+R")), QKeySequence(Qt::Key_F5)});
+    runAction->setObjectName(QStringLiteral("actionRun"));
     model->addAction(tr("&Cancel"), QKeySequence(Qt::Key_Escape), this, [this] { client_->cancelAll(); });
     QMenu* backend = model->addMenu(tr("&Backend"));
     backendGroup_ = new QActionGroup(this);
@@ -212,14 +266,28 @@ void MainWindow::buildActions() {
         backendGroup_->addAction(a);
     }
     connect(backendGroup_, &QActionGroup::triggered, this, [this](QAction* a) { setBackend(a->data().toString()); });
+    deviceMenu_ = model->addMenu(tr("Vulkan &Device"));
+    deviceMenu_->setObjectName(QStringLiteral("deviceMenu"));
+    rebuildDeviceMenu();
 
     QMenu* nav = menuBar()->addMenu(tr("&Navigate"));
     QAction* prev = nav->addAction(tr("Previous Layer"), stepper_, &LayerStepper::previous);
     prev->setShortcuts({QKeySequence(Qt::Key_BracketLeft), QKeySequence(Qt::Key_PageUp)});
+    prev->setObjectName(QStringLiteral("actionPreviousLayer"));
     QAction* next = nav->addAction(tr("Next Layer"), stepper_, &LayerStepper::next);
     next->setShortcuts({QKeySequence(Qt::Key_BracketRight), QKeySequence(Qt::Key_PageDown)});
+    next->setObjectName(QStringLiteral("actionNextLayer"));
     QAction* play = nav->addAction(tr("Play / Pause Layers"), stepper_, &LayerStepper::togglePlay);
     play->setShortcut(QKeySequence(Qt::Key_P));
+    play->setObjectName(QStringLiteral("actionPlay"));
+    QAction* findAction = nav->addAction(tr("&Find Token\u2026"), this, &MainWindow::showFind);
+    findAction->setShortcut(QKeySequence::Find);
+    findAction->setObjectName(QStringLiteral("actionFindToken"));
+    QAction* findNext = nav->addAction(tr("Find &Next Token"), this, [this] {
+        if (find_->text().isEmpty()) showFind();
+        else findToken(find_->text());
+    });
+    findNext->setShortcut(QKeySequence::FindNext);
     QAction* left = nav->addAction(tr("Previous Position"), this, [this] { state_->setPosition(state_->position() - 1); });
     left->setShortcut(QKeySequence(Qt::ALT | Qt::Key_Left));
     QAction* right = nav->addAction(tr("Next Position"), this, [this] { state_->setPosition(state_->position() + 1); });
@@ -249,6 +317,7 @@ void MainWindow::connectEngine() {
         }
     });
     connect(client_, &EngineClient::modelLoaded, this, &MainWindow::onModelLoaded);
+    connect(client_, &EngineClient::devicesListed, this, &MainWindow::onDevicesListed);
     connect(client_, &EngineClient::runFinished, this, &MainWindow::onRunFinished);
     connect(client_, &EngineClient::lensFinished, this, [this](const LensResultPtr& lens) {
         state_->setLens(lens);
@@ -289,7 +358,7 @@ void MainWindow::openPath(const QString& path) {
     errorBanner_->hide();
     pendingPath_ = path;
     pendingDemo_ = false;
-    loadId_ = client_->openModel(path, backend_);
+    loadId_ = client_->openModel(path, backendRequest());
     setLoading(true);
 }
 
@@ -297,13 +366,30 @@ void MainWindow::openDemo() {
     errorBanner_->hide();
     pendingPath_.clear();
     pendingDemo_ = true;
-    loadId_ = client_->openDemo(backend_);
+    loadId_ = client_->openDemo(backendRequest());
     setLoading(true);
 }
 
-void MainWindow::setBackend(const QString& name) {
+QString MainWindow::backendRequest() const {
+    if (backend_ == QLatin1String("vulkan") && device_ >= 0) return QStringLiteral("vulkan:%1").arg(device_);
+    return backend_;
+}
+
+void MainWindow::setDevice(int index, bool remember) {
+    device_ = index < 0 ? -1 : index;
+    if (remember) saveDevice(device_);
+    rebuildDeviceMenu();
+    if (backend_ == QLatin1String("vulkan")) reopen();
+}
+
+void MainWindow::setBackend(const QString& name, bool remember) {
     backend_ = name;
+    if (remember) saveBackend(name);
     for (QAction* a : backendGroup_->actions()) a->setChecked(a->data().toString() == name);
+    reopen();
+}
+
+void MainWindow::reopen() {
     if (!state_->model()) {
         // Nothing open yet: restart a load in flight on the new backend.
         if (loadId_ == 0) return;
@@ -335,20 +421,114 @@ void MainWindow::dropEvent(QDropEvent* e) {
 }
 
 void MainWindow::addRecent(const QString& path) {
-    QSettings settings;
-    QStringList recent = settings.value(kRecentKey).toStringList();
-    recent.removeAll(path);
-    recent.prepend(path);
-    while (recent.size() > kMaxRecent) recent.removeLast();
-    settings.setValue(kRecentKey, recent);
+    addRecentModel(path);
     rebuildRecentMenu();
 }
 
 void MainWindow::rebuildRecentMenu() {
     recentMenu_->clear();
-    const QStringList recent = QSettings().value(kRecentKey).toStringList();
-    for (const QString& path : recent) recentMenu_->addAction(path, this, [this, path] { openPath(path); });
+    const QStringList recent = loadRecentModels();
+    for (int i = 0; i < recent.size(); ++i) {
+        const QString& path = recent[i];
+        const QFileInfo info(path);
+        // "&1  Meta-Llama-3-8B-Instruct   /home/me/models": the name to recognise, the folder to tell apart.
+        const QString text = tr("&%1  %2    %3").arg(i + 1).arg(info.fileName(), QDir::toNativeSeparators(info.path()));
+        QAction* a = recentMenu_->addAction(text, this, [this, path] { openPath(path); });
+        a->setData(path);
+        a->setToolTip(path);
+        if (i < 9) a->setShortcut(QKeySequence(Qt::CTRL | Qt::ALT | Qt::Key(Qt::Key_1 + i)));
+        if (!info.exists()) {
+            a->setEnabled(false);
+            a->setText(tr("%1 (missing)").arg(text));
+        }
+    }
+    if (!recent.isEmpty()) {
+        recentMenu_->addSeparator();
+        recentMenu_->addAction(tr("&Clear the List"), this, [this] {
+            clearRecentModels();
+            rebuildRecentMenu();
+        });
+    }
     recentMenu_->setEnabled(!recent.isEmpty());
+}
+
+void MainWindow::rebuildDeviceMenu() {
+    deviceMenu_->clear();
+    auto* group = new QActionGroup(deviceMenu_);
+    QAction* automatic = deviceMenu_->addAction(tr("&Best Available"));
+    automatic->setData(-1);
+    group->addAction(automatic);
+    for (int i = 0; i < devices_.size(); ++i) {
+        QAction* a = deviceMenu_->addAction(tr("&%1  %2").arg(i).arg(devices_[i]));
+        a->setData(i);
+        group->addAction(a);
+    }
+    for (QAction* a : group->actions()) {
+        a->setCheckable(true);
+        a->setChecked(a->data().toInt() == device_);
+    }
+    if (!vulkanProblem_.isEmpty()) {
+        deviceMenu_->addSeparator();
+        QAction* why = deviceMenu_->addAction(tr("No usable Vulkan device: the CPU backend runs instead"));
+        why->setEnabled(false);
+        why->setToolTip(vulkanProblem_);
+    }
+    connect(group, &QActionGroup::triggered, this, [this](QAction* a) { setDevice(a->data().toInt()); });
+}
+
+void MainWindow::onDevicesListed(const QStringList& devices, int, const QString& problem) {
+    devices_ = devices;
+    vulkanProblem_ = problem;
+    rebuildDeviceMenu();
+    for (QAction* a : backendGroup_->actions())
+        if (a->data().toString() == QLatin1String("vulkan"))
+            a->setToolTip(problem.isEmpty() ? devices.join(QStringLiteral("\n")) : tr("Not available here: %1").arg(problem));
+    if (!problem.isEmpty()) {
+        // Said once, plainly: nothing is broken, the CPU backend does the work.
+        const QString text = tr("No usable Vulkan device (%1): Strata runs on the CPU backend. For the GPU, install its "
+                                "Vulkan driver (mesa-vulkan-drivers for AMD and Intel, the NVIDIA driver for NVIDIA).")
+                                 .arg(problem);
+        statusBar()->showMessage(text, 20000);
+        statusDevice_->setToolTip(text);
+    }
+    emit devicesListed();
+}
+
+void MainWindow::showFind() {
+    findBar_->show();
+    find_->setFocus(Qt::ShortcutFocusReason);
+    find_->selectAll();
+}
+
+int MainWindow::findToken(const QString& text, bool fromStart) {
+    const RunResultPtr& run = state_->run();
+    if (!run || text.isEmpty()) {
+        findResult_->clear();
+        return -1;
+    }
+    const int n = int(run->tokenTexts.size());
+    const int from = fromStart ? -1 : state_->position();
+    for (int step = 1; step <= n; ++step) {
+        const int i = ((from < 0 ? -1 : from) + step) % n;
+        if (run->tokenTexts[i].contains(text, Qt::CaseInsensitive)) {
+            state_->setPosition(i);
+            findResult_->setText(tr("position %1").arg(i));
+            return i;
+        }
+    }
+    findResult_->setText(tr("not in this prompt"));
+    return -1;
+}
+
+bool MainWindow::eventFilter(QObject* watched, QEvent* e) {
+    // Esc in the find field closes the find bar (and does not cancel a run).
+    if (watched == find_ && (e->type() == QEvent::ShortcutOverride || e->type() == QEvent::KeyPress) &&
+        static_cast<QKeyEvent*>(e)->key() == Qt::Key_Escape) {
+        e->accept();
+        if (e->type() == QEvent::KeyPress) findBar_->hide();
+        return true;
+    }
+    return QMainWindow::eventFilter(watched, e);
 }
 
 void MainWindow::onModelLoaded(qint64 id, const ModelSummaryPtr& summary) {

@@ -16,6 +16,7 @@ class QPushButton;
 class QTabWidget;
 class QTreeView;
 class QActionGroup;
+class QSplitter;
 
 namespace strata::ui {
 
@@ -28,6 +29,7 @@ class GainsView;
 class LayerStepper;
 class LogitsView;
 class NormsView;
+class ShortcutOverlay;
 class StrataView;
 class TensorView;
 class TokenChips;
@@ -43,7 +45,26 @@ public:
 
     void openPath(const QString& path);
     void openDemo();
-    void setBackend(const QString& name);  // "cpu" or "vulkan"; reopens the current model
+    // "cpu" or "vulkan"; reopens the current model. `remember`: kept for the next start (the menu does; a
+    // command-line --backend does not).
+    void setBackend(const QString& name, bool remember = true);
+    QString backend() const { return backend_; }
+    // The Vulkan device (-1: the best one); reopens the current model when it runs on Vulkan.
+    void setDevice(int index, bool remember = true);
+    int device() const { return device_; }
+    // Restores / saves the window's geometry, state and splitter (QSettings); closing the window saves.
+    void restoreLayout();
+    void saveLayout() const;
+    // Find token (Ctrl+F): selects the next position, after the selected one (or from the first, `fromStart`),
+    // whose token text contains `text` (case-insensitive); returns it, or -1.
+    int findToken(const QString& text, bool fromStart = false);
+    ShortcutOverlay* shortcutOverlay() const { return overlay_; }
+    QMenu* recentMenu() const { return recentMenu_; }
+    QLineEdit* findField() const { return find_; }
+    QSplitter* splitter() const { return split_; }
+    // The Vulkan devices as last listed, and why none is usable (empty when one is).
+    QStringList vulkanDevices() const { return devices_; }
+    QString vulkanProblem() const { return vulkanProblem_; }
     void runPrompt(const QString& text);
     // Runs exactly `tokens` (a conversation up to a generated token, from the chat) in the explorer; `label` is
     // shown in the status bar. Returns the run's request id (RunResult::id) so the caller can select a position.
@@ -73,6 +94,7 @@ public:
     QString lastError() const { return lastError_; }
 
 signals:
+    void devicesListed();
     void modelReady();
     void runReady();
     void lensReady();
@@ -81,6 +103,8 @@ signals:
 protected:
     void dragEnterEvent(QDragEnterEvent* e) override;
     void dropEvent(QDropEvent* e) override;
+    void closeEvent(QCloseEvent* e) override;
+    bool eventFilter(QObject* watched, QEvent* e) override;
 
 private:
     void buildActions();
@@ -99,6 +123,11 @@ private:
     void setLoading(bool loading);
     void addRecent(const QString& path);
     void rebuildRecentMenu();
+    void rebuildDeviceMenu();
+    void onDevicesListed(const QStringList& devices, int chosen, const QString& problem);
+    QString backendRequest() const;  // what the worker is asked for: "cpu", "vulkan" or "vulkan:N"
+    void reopen();
+    void showFind();
     ViewPage* preferredView(const Part& part) const;
 
     ExplorerState* state_;
@@ -131,7 +160,16 @@ private:
     QLabel* statusBackend_;
     QLabel* statusDevice_;
     QMenu* recentMenu_;
+    QMenu* deviceMenu_;
     QActionGroup* backendGroup_;
+    QSplitter* split_;
+    QWidget* findBar_;
+    QLineEdit* find_;
+    QLabel* findResult_;
+    ShortcutOverlay* overlay_;
+    QStringList devices_;
+    QString vulkanProblem_;
+    int device_ = -1;
 
     QString backend_ = QStringLiteral("cpu");
     QString modelPath_;   // what is open (empty: the demonstration model)

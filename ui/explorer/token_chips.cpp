@@ -26,8 +26,9 @@ void TokenChips::setTokens(const QStringList& texts, const std::vector<int32_t>&
     chips_.clear();
     const QString style = QStringLiteral(
         "QToolButton { border: 1px solid palette(mid); border-radius: 6px; padding: 2px 6px; background: palette(base); }"
-        "QToolButton:checked { background: #1f5fa8; color: white; border-color: #1f5fa8; }"
-        "QToolButton:hover:!checked { border-color: #1f5fa8; }");
+        "QToolButton:checked { background: palette(highlight); color: palette(highlighted-text); "
+        "border-color: palette(highlight); }"
+        "QToolButton:hover:!checked { border-color: palette(highlight); }");
     for (int i = 0; i < texts.size(); ++i) {
         auto* b = new QToolButton;
         b->setCheckable(true);

@@ -175,7 +175,7 @@ void GainSummaryPlot::paintEvent(QPaintEvent*) {
                tr("every RMSNorm gain: min \u2013 max (line), median (bar), outlier features (red)"));
     for (double t : niceTicks(lo_, hi_, std::max(2, p.height() / 36))) {
         const double y = yOf(float(t));
-        g.setPen(QColor(0, 0, 0, 25));
+        g.setPen(faintText(palette(), 30));
         g.drawLine(QPointF(p.left(), y), QPointF(p.right(), y));
         g.setPen(palette().color(QPalette::Text));
         g.drawText(QRectF(0, y - fm.height() / 2.0, kLeft - 6, fm.height()), Qt::AlignRight | Qt::AlignVCenter, formatValue(t));
@@ -192,7 +192,7 @@ void GainSummaryPlot::paintEvent(QPaintEvent*) {
         const bool sel = QString::fromStdString(s.name) == selected_;
         if (sel) g.fillRect(QRectF(p.left() + i * slot, p.top(), slot, p.height()), QColor(0xe0, 0x1b, 0x24, 30));
         const bool ffn = s.name.find("ffn_norm") != std::string::npos;
-        const QColor c = s.name == "norm" ? QColor(0x55, 0x55, 0x55) : ffn ? QColor(0xe6, 0x7e, 0x22) : QColor(0x2b, 0x83, 0xba);
+        const QColor c = s.name == "norm" ? faintText(palette(), 190) : ffn ? QColor(0xe6, 0x7e, 0x22) : QColor(0x2b, 0x83, 0xba);
         g.setPen(QPen(c, std::max(1.5, std::min(4.0, slot * 0.25))));
         g.drawLine(QPointF(cx, yOf(s.min)), QPointF(cx, yOf(s.max)));
         g.setPen(QPen(c.darker(140), 2));

@@ -201,9 +201,13 @@ void HeatmapWidget::rebuildImage() {
         image_ = QImage();
         return;
     }
-    const int w = p.width();
-    const int h = int(std::min<int64_t>(rowEnd_ - rowStart_, p.height()));
+    // One image pixel per device pixel: at a device pixel ratio of 2, twice the buckets in each direction, so the
+    // map stays sharp on high-DPI screens.
+    const qreal dpr = std::max<qreal>(1.0, devicePixelRatioF());
+    const int w = std::max(1, int(std::lround(p.width() * dpr)));
+    const int h = int(std::min<int64_t>(rowEnd_ - rowStart_, std::lround(p.height() * dpr)));
     image_ = QImage(w, h, QImage::Format_RGB32);
+    image_.setDevicePixelRatio(dpr);
     for (int py = 0; py < h; ++py) {
         const auto [r0, r1] = pixelRows(py, h);
         QRgb* line = reinterpret_cast<QRgb*>(image_.scanLine(py));
@@ -283,7 +287,7 @@ void HeatmapWidget::paintEvent(QPaintEvent*) {
         g.drawText(rect(), Qt::AlignCenter, message_);
         return;
     }
-    if (dirty_ || image_.isNull()) rebuildImage();
+    if (dirty_ || image_.isNull() || image_.devicePixelRatio() != std::max<qreal>(1.0, devicePixelRatioF())) rebuildImage();
     g.drawImage(p, image_);  // nearest-neighbour scaling: each row is a crisp band
     g.setPen(palette().color(QPalette::Mid));
     g.drawRect(p.adjusted(0, 0, -1, -1));

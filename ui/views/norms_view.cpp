@@ -173,7 +173,7 @@ void NormLinesPlot::paintEvent(QPaintEvent*) {
     const std::vector<double> ticks = log_ ? std::vector<double>{} : niceTicks(0, hi_ * 1.05, std::max(2, p.height() / 40));
     for (double t : ticks) {
         const double y = yOf(float(t), p);
-        g.setPen(QColor(0, 0, 0, 25));
+        g.setPen(faintText(palette(), 30));
         g.drawLine(QPointF(p.left(), y), QPointF(p.right(), y));
         g.setPen(palette().color(QPalette::Text));
         g.drawText(QRectF(0, y - fm.height() / 2.0, kLeft - 6, fm.height()), Qt::AlignRight | Qt::AlignVCenter, formatValue(t));
@@ -182,7 +182,7 @@ void NormLinesPlot::paintEvent(QPaintEvent*) {
         for (double e = std::floor(std::log10(std::max(lo_, 1e-6f))); e <= std::ceil(std::log10(hi_)); e += 1) {
             const double y = yOf(float(std::pow(10.0, e)), p);
             if (y < p.top() - 1 || y > p.bottom() + 1) continue;
-            g.setPen(QColor(0, 0, 0, 25));
+            g.setPen(faintText(palette(), 30));
             g.drawLine(QPointF(p.left(), y), QPointF(p.right(), y));
             g.setPen(palette().color(QPalette::Text));
             g.drawText(QRectF(0, y - fm.height() / 2.0, kLeft - 6, fm.height()), Qt::AlignRight | Qt::AlignVCenter, formatValue(std::pow(10.0, e)));
@@ -297,7 +297,7 @@ void ContributionPlot::paintEvent(QPaintEvent*) {
 
     for (double t : niceTicks(0, hi, std::max(2, p.height() / 36))) {
         const double y = p.bottom() - t / hi * p.height();
-        g.setPen(QColor(0, 0, 0, 25));
+        g.setPen(faintText(palette(), 30));
         g.drawLine(QPointF(p.left(), y), QPointF(p.right(), y));
         g.setPen(palette().color(QPalette::Text));
         g.drawText(QRectF(0, y - fm.height() / 2.0, kLeft - 6, fm.height()), Qt::AlignRight | Qt::AlignVCenter, formatValue(t));

@@ -1,5 +1,7 @@
 #include "views/plot_util.hpp"
 
+#include <QPalette>
+
 #include <cmath>
 
 namespace strata::ui {
@@ -44,6 +46,12 @@ QString formatBytes(unsigned long long bytes) {
         ++u;
     }
     return u == 0 ? QStringLiteral("%1 B").arg(bytes) : QStringLiteral("%1 %2").arg(v, 0, 'f', 1).arg(units[u]);
+}
+
+QColor faintText(const QPalette& palette, int alpha) {
+    QColor c = palette.color(QPalette::Text);
+    c.setAlpha(alpha);
+    return c;
 }
 
 }  // namespace strata::ui

@@ -2,7 +2,10 @@
 // Small helpers shared by the painted views: axis ticks and number formatting.
 #include <vector>
 
+#include <QColor>
 #include <QString>
+
+class QPalette;
 
 namespace strata::ui {
 
@@ -14,5 +17,7 @@ QString formatValue(double v);
 QString groupDigits(unsigned long long v);
 // Bytes as "1.5 GB", "33.4 MB".
 QString formatBytes(unsigned long long bytes);
+// The palette's text colour at `alpha` (0..255): grid lines and guides that stay faint on light and dark themes.
+QColor faintText(const QPalette& palette, int alpha);
 
 }  // namespace strata::ui

@@ -91,7 +91,7 @@ void VectorPlot::paintEvent(QPaintEvent*) {
     g.setPen(palette().color(QPalette::Text));
     for (double t : niceTicks(lo_, hi_, std::max(2, p.height() / 40))) {
         const double y = yOf(float(t), p);
-        g.setPen(QColor(0, 0, 0, 25));
+        g.setPen(faintText(palette(), 30));
         g.drawLine(QPointF(p.left(), y), QPointF(p.right(), y));
         g.setPen(palette().color(QPalette::Text));
         g.drawText(QRectF(0, y - fm.height() / 2.0, kLeft - 6, fm.height()), Qt::AlignRight | Qt::AlignVCenter, formatValue(t));
@@ -146,7 +146,7 @@ void VectorPlot::paintEvent(QPaintEvent*) {
                    .arg(span > p.width() ? tr("; each pixel: min..max") : QString()));
 
     if (hoverPx_ >= 0 && hoverPx_ < p.width()) {
-        g.setPen(QPen(QColor(0, 0, 0, 90), 1, Qt::DotLine));
+        g.setPen(QPen(faintText(palette(), 90), 1, Qt::DotLine));
         g.drawLine(p.left() + hoverPx_, p.top(), p.left() + hoverPx_, p.bottom());
     }
 }

@@ -17,6 +17,9 @@
 #include "strata/model.hpp"
 #include "strata/npy.hpp"
 #include "strata/transformer.hpp"
+#ifdef STRATA_HAVE_VULKAN
+#include "strata/vulkan.hpp"
+#endif
 #include "chat/chat_engine.hpp"
 #include "worker/analysis.hpp"
 #include "worker/token_text.hpp"
@@ -72,9 +75,55 @@ QString EngineWorker::cacheDir() {
     return QDir::homePath() + "/.cache/strata";
 }
 
-QString EngineWorker::demoDir() { return cacheDir() + "/demo"; }
+QString EngineWorker::demoDir() {
+    if (!qEnvironmentVariableIsEmpty("STRATA_CACHE_DIR")) return cacheDir() + "/demo";
+    const QString data = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
+    return (data.isEmpty() ? cacheDir() : data) + "/demo";
+}
 
-QString EngineWorker::cachedTokenizer() { return cacheDir() + "/tokenizer/tokenizer.json"; }
+QStringList EngineWorker::tokenizerCandidates() {
+    QStringList c;
+    if (!qEnvironmentVariableIsEmpty("STRATA_CACHE_DIR")) c << cacheDir() + "/tokenizer/tokenizer.json";
+    c << QDir::homePath() + "/.cache/strata/tokenizer/tokenizer.json";
+    c << QCoreApplication::applicationDirPath() + "/../share/strata/tokenizer.json";
+    for (const QString& d : QStandardPaths::standardLocations(QStandardPaths::GenericDataLocation))
+        c << d + "/strata/tokenizer.json";
+    for (QString& p : c) p = QDir::cleanPath(p);
+    c.removeDuplicates();
+    return c;
+}
+
+QString EngineWorker::cachedTokenizer() {
+    const QStringList c = tokenizerCandidates();
+    for (const QString& p : c)
+        if (QFileInfo(p).isFile()) return p;
+    return c.first();
+}
+
+void EngineWorker::listDevices() {
+    QStringList names;
+    int chosen = -1;
+    QString problem;
+#ifdef STRATA_HAVE_VULKAN
+    try {
+        bool usable = false;
+        for (const VulkanDeviceInfo& d : list_vulkan_devices()) {
+            names << tr("%1 (%2)").arg(q(d.name), q(d.type));
+            if (d.chosen) chosen = d.index;
+            usable = usable || d.usable;
+        }
+        if (names.isEmpty())
+            problem = tr("the Vulkan loader found no device (no Vulkan driver is installed)");
+        else if (!usable)
+            problem = tr("no Vulkan device here has what Strata needs (Vulkan 1.2, compute, subgroup arithmetic)");
+    } catch (const std::exception& e) {
+        problem = QString::fromUtf8(e.what());
+    }
+#else
+    problem = tr("this build of Strata has no Vulkan backend");
+#endif
+    emit devicesListed(names, chosen, problem);
+}
 
 void EngineWorker::openModel(qint64 id, const QString& path, const QString& backend) {
     beginTask(id);
@@ -89,7 +138,10 @@ void EngineWorker::openDemo(qint64 id, const QString& backend) {
         const QString what = tr("writing the demonstration model to %1").arg(dir);
         if (!QFileInfo::exists(tokenizer)) {
             emit failed(id, what,
-                        tr("the Llama 3 tokenizer is not cached at %1 (scripts/setup downloads it)").arg(tokenizer));
+                        tr("the Llama 3 tokenizer.json is needed and was not found (looked in %1). The strata package "
+                           "installs it in /usr/share/strata; in a source checkout, scripts/setup downloads it. Or "
+                           "open a real checkpoint with File \u25b8 Open.")
+                            .arg(tokenizerCandidates().join(QStringLiteral(", "))));
             return;
         }
         emit loadProgress(id, LoadStatus{tr("writing the demonstration model"), 0, 0, 0, 0});
@@ -137,11 +189,14 @@ void EngineWorker::load(qint64 id, const QString& path, const QString& backendNa
         std::unique_ptr<Model> model = load_model(fsPath(path), progress);
 
         BackendOptions options;
-        options.name = backendName.toStdString();
+        options.name = backendName.section(QLatin1Char(':'), 0, 0).toStdString();  // "vulkan:1": device 1
+        if (backendName.contains(QLatin1Char(':'))) options.device_index = backendName.section(QLatin1Char(':'), 1).toInt();
         QString note;
         std::unique_ptr<Backend> backend;
         auto fallBackToCpu = [&](const std::exception& e) {
-            note = tr("%1 is not available (%2); using the CPU").arg(backendName, QString::fromUtf8(e.what()));
+            note = tr("Vulkan is not available here, so Strata uses the CPU backend instead (%1). To use a GPU, install "
+                      "its Vulkan driver (mesa-vulkan-drivers for AMD and Intel, the NVIDIA driver for NVIDIA).")
+                       .arg(QString::fromUtf8(e.what()));
             options.name = "cpu";
             backend = make_backend(options);
         };

@@ -8,6 +8,7 @@
 
 #include <QObject>
 #include <QString>
+#include <QStringList>
 
 #include "chat/chat_types.hpp"
 #include "worker/worker_types.hpp"
@@ -32,10 +33,16 @@ public:
     // Thread-safe (called from the GUI thread): cancels every task with an id <= id, running or queued.
     void cancelUpTo(qint64 id);
 
-    // Where the demonstration model lives: $STRATA_CACHE_DIR/demo, else ~/.cache/strata/demo.
+    // Where the demonstration model lives: $STRATA_CACHE_DIR/demo when that is set, else demo/ in the user's data
+    // folder (QStandardPaths::AppDataLocation, ~/.local/share/strata/strata/demo).
     static QString cacheDir();
     static QString demoDir();
+    // The Llama 3 tokenizer the demonstration model is made with: the first that exists of
+    // $STRATA_CACHE_DIR/tokenizer/tokenizer.json, ~/.cache/strata/tokenizer/tokenizer.json (scripts/setup),
+    // <prefix>/share/strata/tokenizer.json beside the executable, and strata/tokenizer.json in the system data
+    // folders (/usr/share/strata/tokenizer.json, from the package). tokenizerCandidates() lists them in order.
     static QString cachedTokenizer();
+    static QStringList tokenizerCandidates();
 
     // What the window needs to know about a loaded model (also used by the tests).
     static ModelSummaryPtr summarize(const Model& model, const BackendInfo& backend, const QString& backendNote);
@@ -49,7 +56,10 @@ public:
     static TraceRequest explorerRequest(const ModelConfig& config, int64_t T);
 
 public slots:
-    // Loads a folder or .gguf on the named backend ("cpu" / "vulkan"; a failing vulkan falls back to cpu).
+    // Lists the Vulkan devices (devicesListed); never fails: no device is an empty list and a reason.
+    void listDevices();
+    // Loads a folder or .gguf on the named backend ("cpu", "vulkan" or "vulkan:N" for device N; a failing vulkan
+    // falls back to cpu, with a note saying why).
     void openModel(qint64 id, const QString& path, const QString& backend);
     // Opens the demonstration model, writing it first (from the cached tokenizer) when it is missing.
     void openDemo(qint64 id, const QString& backend);
@@ -86,6 +96,9 @@ signals:
     void chatToken(qint64 id, const strata::ui::ChatTokenPtr& token);
     void chatFinished(qint64 id, const strata::ui::ChatOutcomePtr& outcome);
     void positionLogitsFinished(const strata::ui::PositionLogitsPtr& result);
+    // The Vulkan devices by index ("llvmpipe (LLVM 15.0.6, 256 bits) (cpu)"), the one chosen by default (-1:
+    // none), and, when there is no usable device, why.
+    void devicesListed(const QStringList& devices, int chosen, const QString& problem);
 
 private:
     void beginTask(qint64 id);
