@@ -23,23 +23,30 @@ namespace {
 
 typedef float v8f __attribute__((vector_size(32)));
 typedef int32_t v8i __attribute__((vector_size(32)));
-typedef uint8_t v8b __attribute__((vector_size(8)));
-typedef int8_t v8c __attribute__((vector_size(8)));
+typedef uint32_t v8u __attribute__((vector_size(32)));
 
 STRATA_INLINE v8f load_x(const float* x) {
     v8f v;
     std::memcpy(&v, x, sizeof v);
     return v;
 }
+// Eight bytes widened to eight 32-bit lanes. Each 32-bit half is broadcast to four lanes and shifted by a
+// per-lane count (vpsrlvd / vpsravd on AVX2): GCC lowers a direct byte-vector conversion to scalar inserts.
 STRATA_INLINE v8i load_u8(const uint8_t* p) {
-    v8b b;
-    std::memcpy(&b, p, sizeof b);
-    return __builtin_convertvector(b, v8i);
+    uint32_t w[2];
+    std::memcpy(w, p, 8);
+    const v8i v = {int32_t(w[0]), int32_t(w[0]), int32_t(w[0]), int32_t(w[0]),
+                   int32_t(w[1]), int32_t(w[1]), int32_t(w[1]), int32_t(w[1])};
+    const v8i shift = {0, 8, 16, 24, 0, 8, 16, 24};
+    return (v8i)((v8u)v >> (v8u)shift) & 255;
 }
 STRATA_INLINE v8i load_i8(const uint8_t* p) {
-    v8c b;
-    std::memcpy(&b, p, sizeof b);
-    return __builtin_convertvector(b, v8i);
+    uint32_t w[2];
+    std::memcpy(w, p, 8);
+    const v8i v = {int32_t(w[0]), int32_t(w[0]), int32_t(w[0]), int32_t(w[0]),
+                   int32_t(w[1]), int32_t(w[1]), int32_t(w[1]), int32_t(w[1])};
+    const v8i up = {24, 16, 8, 0, 24, 16, 8, 0};
+    return (v8i)((v8u)v << (v8u)up) >> 24;  // the byte to the top, then an arithmetic shift back (sign)
 }
 STRATA_INLINE v8f to_f(v8i v) { return __builtin_convertvector(v, v8f); }
 STRATA_INLINE float hsum(v8f v) {
