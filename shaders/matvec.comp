@@ -57,8 +57,9 @@ void main() {
     for (uint u = tid; u < units; u += WG) {
         vec4 w[ROWS * 8u];  // [row][quad]
         for (uint r = 0u; r < ROWS; ++r) {
-            const UnitHead h = unit_head(wrow[r] * row_bytes, u);
-            for (uint k = 0u; k < 8u; ++k) w[r * 8u + k] = unit_quad(h, k);
+            vec4 wr[8];
+            unit_weights(unit_head(wrow[r] * row_bytes, u), wr);
+            for (uint k = 0u; k < 8u; ++k) w[r * 8u + k] = wr[k];
         }
         for (uint t = 0u; t < NT; ++t) {
             const uint xi = p.x_first + xrow[t] * p.cols + u * UNIT_ELEMS;

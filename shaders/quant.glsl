@@ -37,10 +37,11 @@
 uint row_byte0(uint row, uint cols) { return row * ((cols / BLOCK_ELEMS) * BLOCK_BYTES); }
 
 // The little-endian 32-bit word at an even byte offset (two words put together when it is not a multiple of 4).
-// The conditional evaluates only the arm it takes: the second word is read only when bytes of it are wanted.
+// Both loads always happen and a select picks the result, so neighbouring invocations whose blocks differ in
+// alignment do not diverge; an aligned offset loads its own word twice, never one past the data.
 uint word_at(uint byte) {
-    const uint i = byte >> 2u;
-    return (byte & 2u) == 0u ? w_words[i] : (w_words[i] >> 16u) | (w_words[i + 1u] << 16u);
+    const uint a = w_words[byte >> 2u], b = w_words[(byte + 2u) >> 2u];
+    return (byte & 2u) == 0u ? a : (a >> 16u) | (b << 16u);
 }
 
 // The 16 bits at an even byte offset.
@@ -157,6 +158,50 @@ vec4 unit_quad(UnitHead h, uint k) {
     const uint lo = (word_at(h.q_byte + 4u * k) >> h.shift) & 0x0F0F0F0Fu;
     const uint hi = ((word_at(h.h_byte + 4u * k) >> h.h_shift) & 0x03030303u) << 4u;
     return (k < 4u ? h.a0 : h.a1) * (ubytes(lo | hi) - 32.0);
+#endif
+}
+
+// The words of the 16 / 32 bytes at an even byte offset, funnelled from 5 / 9 loads (rather than two loads per
+// word). The last load is placed so that an aligned offset re-reads a word of its own, never one past the data.
+void words4(uint byte, out uint o[4]) {
+    uint a[5];
+    for (uint k = 0u; k < 4u; ++k) a[k] = w_words[(byte >> 2u) + k];
+    a[4] = w_words[(byte + 14u) >> 2u];
+    const bool odd = (byte & 2u) != 0u;
+    for (uint k = 0u; k < 4u; ++k) o[k] = odd ? (a[k] >> 16u) | (a[k + 1u] << 16u) : a[k];
+}
+void words8(uint byte, out uint o[8]) {
+    uint a[9];
+    for (uint k = 0u; k < 8u; ++k) a[k] = w_words[(byte >> 2u) + k];
+    a[8] = w_words[(byte + 30u) >> 2u];
+    const bool odd = (byte & 2u) != 0u;
+    for (uint k = 0u; k < 8u; ++k) o[k] = odd ? (a[k] >> 16u) | (a[k + 1u] << 16u) : a[k];
+}
+
+// All 32 weights of the unit (matvec): the same values as unit_quad(h, 0..7), with each byte loaded once.
+void unit_weights(UnitHead h, out vec4 w[8]) {
+#if defined(WTYPE_Q8_0)
+    uint q[8];
+    words8(h.q_byte, q);
+    for (uint k = 0u; k < 8u; ++k) w[k] = h.a0 * sbytes(q[k]);
+#elif defined(WTYPE_Q4_0)
+    uint q[4];
+    words4(h.q_byte, q);
+    for (uint k = 0u; k < 4u; ++k) {
+        w[k] = h.a0 * (ubytes(q[k] & 0x0F0F0F0Fu) - 8.0);
+        w[k + 4u] = h.a0 * (ubytes((q[k] >> 4u) & 0x0F0F0F0Fu) - 8.0);
+    }
+#elif defined(WTYPE_Q6_K)
+    uint q[8], hb[8];
+    words8(h.q_byte, q);
+    words8(h.h_byte, hb);
+    for (uint k = 0u; k < 8u; ++k) {
+        const uint v = ((q[k] >> h.shift) & 0x0F0F0F0Fu) | (((hb[k] >> h.h_shift) & 0x03030303u) << 4u);
+        w[k] = (k < 4u ? h.a0 : h.a1) * (ubytes(v) - 32.0);
+    }
+#else
+    // Q4_K, Q5_K: blocks are 4-byte multiples, every word is one load already.
+    for (uint k = 0u; k < 8u; ++k) w[k] = unit_quad(h, k);
 #endif
 }
 

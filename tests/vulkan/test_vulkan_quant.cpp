@@ -213,6 +213,49 @@ TEST_CASE("quantized embed matches the CPU backend for every block type, also sp
     require_no_validation_messages();
 }
 
+TEST_CASE("f16 weights widen exactly on the device, subnormals included (unpackHalf2x16)", "[vulkan][quant]") {
+    // The F16 path (weights.glsl) widens with unpackHalf2x16, the block types with their own decoder; both must
+    // keep the 1023 subnormal magnitudes, which a driver that flushed them would turn into zeros.
+    const int64_t V = 64, W = 32;  // 2048 values: every subnormal (both signs), then ordinary ones
+    std::vector<uint16_t> bits(static_cast<size_t>(V * W));
+    for (size_t i = 0; i < bits.size(); ++i)
+        bits[i] = i < 2046 ? static_cast<uint16_t>((i & 1 ? 0x8000 : 0) | (1 + i / 2)) : static_cast<uint16_t>(0x3C00 + i);
+    auto table = std::make_unique<OwnedTensor>();
+    table->bytes.resize(bits.size() * 2);
+    std::memcpy(table->bytes.data(), bits.data(), table->bytes.size());
+    TensorView& v = table->view;
+    v.name = v.source_name = "tok_embeddings";
+    v.dtype = DType::F16;
+    v.shape = {V, W};
+    v.data = table->bytes.data();
+    v.nbytes = table->bytes.size();
+    Model m;
+    m.config.dim = W;
+    m.config.n_layers = 1;
+    m.config.n_heads = 1;
+    m.config.n_kv_heads = 1;
+    m.config.head_dim = 2;
+    m.config.hidden_dim = 1;
+    m.config.vocab_size = V;
+    m.config.bos_id = 0;
+    m.tensors["tok_embeddings"] = v;
+    std::vector<int32_t> tokens(static_cast<size_t>(V));
+    for (int32_t i = 0; i < V; ++i) tokens[size_t(i)] = i;
+    auto gpu = make_vulkan();
+    gpu->load(m);
+    Buf out = gpu->alloc(V * W, "out");
+    gpu->begin();
+    gpu->embed(out, tokens);
+    Readback r = gpu->readback(out, V * W);
+    gpu->submit();
+    const std::vector<float> got = gpu->fetch(r);
+    for (size_t i = 0; i < bits.size(); ++i) {
+        INFO("f16 bits 0x" << std::hex << bits[i]);
+        REQUIRE(got[i] == f16_to_f32(bits[i]));
+    }
+    require_no_validation_messages();
+}
+
 TEST_CASE("quantized matmul for decode (T = 1) matches the CPU backend, in each workgroup shape", "[vulkan][quant]") {
     // The device's own shape (one subgroup per workgroup on lavapipe), then a GPU's (several subgroups).
     for (const char* shape : {"", "128,2"}) {
