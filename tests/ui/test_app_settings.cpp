@@ -24,6 +24,7 @@
 #include "explorer/window_settings.hpp"
 #include "ui_support.hpp"
 #include "views/heatmap_widget.hpp"
+#include "views/norms_view.hpp"
 #include "worker/engine_worker.hpp"
 
 using namespace strata;
@@ -293,4 +294,57 @@ TEST_CASE("without any Vulkan driver the window says so and runs on the CPU", "[
     qputenv("VK_DRIVER_FILES", oldDrivers);
     if (oldIcd.isEmpty()) qunsetenv("VK_ICD_FILENAMES");
     if (oldDrivers.isEmpty()) qunsetenv("VK_DRIVER_FILES");
+}
+
+TEST_CASE("a dark system palette gives dark views with readable text and guides", "[ui][palette]") {
+    PrivateSettings settings;
+    const QPalette light = QApplication::palette();
+    // What a dark desktop theme hands Qt 6.4 (which has no colour-scheme API): a dark palette.
+    QPalette dark;
+    dark.setColor(QPalette::Window, QColor(0x2b, 0x2b, 0x2b));
+    dark.setColor(QPalette::WindowText, QColor(0xe6, 0xe6, 0xe6));
+    dark.setColor(QPalette::Base, QColor(0x1e, 0x1e, 0x1e));
+    dark.setColor(QPalette::AlternateBase, QColor(0x26, 0x26, 0x26));
+    dark.setColor(QPalette::Text, QColor(0xe6, 0xe6, 0xe6));
+    dark.setColor(QPalette::Button, QColor(0x33, 0x33, 0x33));
+    dark.setColor(QPalette::ButtonText, QColor(0xe6, 0xe6, 0xe6));
+    dark.setColor(QPalette::Highlight, QColor(0x3d, 0x7a, 0xd6));
+    dark.setColor(QPalette::HighlightedText, Qt::white);
+    dark.setColor(QPalette::Link, QColor(0x6c, 0xb0, 0xff));
+    dark.setColor(QPalette::Mid, QColor(0x55, 0x55, 0x55));
+    QApplication::setPalette(dark);
+    {
+        MainWindow w;
+        QSignalSpy runs(&w, &MainWindow::runReady);
+        w.resize(1600, 1000);
+        w.show();
+        w.openPath(QString::fromStdString(test::demo_model().string()));
+        REQUIRE(wait_until([&] { return runs.count() >= 1; }));
+        w.showView(w.normsView());
+        QTest::qWait(50);
+        const QImage img = w.grab().toImage();
+        const QString shots = qEnvironmentVariable("STRATA_UI_SHOTS");  // set it to look at the pictures
+        if (!shots.isEmpty()) img.save(shots + "/dark-norms.png");
+        // The window is dark, and there is light text on it.
+        const QImage norms = w.normsView()->grab().toImage();
+        int darkPixels = 0, lightPixels = 0;
+        for (int y = 0; y < norms.height(); y += 3)
+            for (int x = 0; x < norms.width(); x += 3) {
+                const int l = QColor(norms.pixel(x, y)).lightness();
+                darkPixels += l < 80;
+                lightPixels += l > 180;
+            }
+        CHECK(darkPixels > (norms.width() / 3) * (norms.height() / 3) / 2);
+        CHECK(lightPixels > 50);
+
+        // The shortcuts overlay's panel is dark too.
+        w.shortcutOverlay()->showOverlay();
+        const QImage overlay = w.grab().toImage();
+        if (!shots.isEmpty()) overlay.save(shots + "/dark-overlay.png");
+        int darkRow = 0;
+        for (int x = w.width() / 2 - 20; x < w.width() / 2 + 20; ++x)
+            darkRow += QColor(overlay.pixel(x, w.height() / 2)).lightness() < 90;
+        CHECK(darkRow > 25);
+    }
+    QApplication::setPalette(light);
 }

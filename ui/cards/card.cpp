@@ -2,6 +2,8 @@
 
 #include <QDir>
 #include <QFile>
+#include <QGuiApplication>
+#include <QPalette>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -202,11 +204,15 @@ ParamTotals parameterTotals(const Card& card, const CardContext& ctx) {
 }
 
 QString renderCardHtml(const Card& c, const CardContext& ctx) {
+    // Secondary text and the table header from the system palette, so the card reads on light and dark themes.
+    const QPalette pal = QGuiApplication::palette();
+    const QString dim = pal.color(QPalette::PlaceholderText).name();
+    const QString header = pal.color(QPalette::AlternateBase).name();
     QString h;
     h += QStringLiteral("<h2 style='margin-bottom:2px'>%1 &nbsp;<span style='font-family:serif; font-style:italic'>%2</span></h2>")
              .arg(escaped(c.title), expandPlaceholders(c.symbol, ctx));
-    h += QStringLiteral("<p style='margin-top:0; color:#666'><code>%1</code> &middot; %2</p>")
-             .arg(escaped(expandPlaceholders(c.tensor, ctx)), c.kind);
+    h += QStringLiteral("<p style='margin-top:0; color:%3'><code>%1</code> &middot; %2</p>")
+             .arg(escaped(expandPlaceholders(c.tensor, ctx)), c.kind, dim);
     h += QStringLiteral("<p>%1</p>").arg(expandPlaceholders(c.meaning, ctx));
 
     h += QStringLiteral("<h3>Shape</h3><p><span style='font-family:serif; font-style:italic'>%1</span> %2</p>")
@@ -220,8 +226,9 @@ QString renderCardHtml(const Card& c, const CardContext& ctx) {
     } else {
         const ParamTotals t = parameterTotals(c, ctx);
         h += QStringLiteral("<table cellspacing='0' cellpadding='3' border='0' width='100%'>"
-                            "<tr style='background:#eee'><th align='left'>component</th><th align='left'>calculation</th>"
-                            "<th align='right'>parameters</th></tr>");
+                            "<tr style='background:%1'><th align='left'>component</th><th align='left'>calculation</th>"
+                            "<th align='right'>parameters</th></tr>")
+                 .arg(header);
         for (const CardParamRow& r : c.params) {
             QStringList calc;
             uint64_t p = 1;
@@ -240,7 +247,7 @@ QString renderCardHtml(const Card& c, const CardContext& ctx) {
                      .arg(groupDigits(t.perInstance), groupDigits(t.total));
         h += QStringLiteral("</table>");
     }
-    if (!c.paramNote.isEmpty()) h += QStringLiteral("<p style='color:#555'>%1</p>").arg(expandPlaceholders(c.paramNote, ctx));
+    if (!c.paramNote.isEmpty()) h += QStringLiteral("<p style='color:%2'>%1</p>").arg(expandPlaceholders(c.paramNote, ctx), dim);
     if (ctx.config && ctx.config->tie_embeddings && !c.tiedNote.isEmpty())
         h += QStringLiteral("<p><b>Tied embeddings:</b> %1</p>").arg(expandPlaceholders(c.tiedNote, ctx));
     if (!c.notes.isEmpty()) h += QStringLiteral("<p>%1</p>").arg(expandPlaceholders(c.notes, ctx));
@@ -248,12 +255,12 @@ QString renderCardHtml(const Card& c, const CardContext& ctx) {
     h += QStringLiteral("<h3>Computed by (Strata)</h3><ul style='margin-left:-20px'>");
     for (size_t i = 0; i < c.computedBy.size(); ++i) {
         const CardSource& s = c.computedBy[i];
-        h += QStringLiteral("<li><a href='source:%1'>%2 %3\u2013%4</a> <span style='color:#666'>(%5)</span><br/><code>%6</code></li>")
+        h += QStringLiteral("<li><a href='source:%1'>%2 %3\u2013%4</a> <span style='color:%7'>(%5)</span><br/><code>%6</code></li>")
                  .arg(i)
                  .arg(escaped(s.file))
                  .arg(s.first)
                  .arg(s.last)
-                 .arg(escaped(s.role), escaped(s.anchor));
+                 .arg(escaped(s.role), escaped(s.anchor), dim);
     }
     h += QStringLiteral("</ul>");
 

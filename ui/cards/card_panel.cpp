@@ -92,7 +92,8 @@ void CardPanel::showSource(int index) {
     const CardSource& s = card_->computedBy[size_t(index)];
     const QStringList lines = embeddedSourceLines(s.file);
     const QString problem = checkCitation(s, lines);
-    sourceStatus_->setText(problem.isEmpty() ? tr("<span style='color:#555'>anchor <code>%1</code> found in the cited lines</span>").arg(s.anchor.toHtmlEscaped())
+    sourceStatus_->setText(problem.isEmpty() ? tr("<span style='color:%2'>anchor <code>%1</code> found in the cited lines</span>")
+                                                   .arg(s.anchor.toHtmlEscaped(), palette().color(QPalette::PlaceholderText).name())
                                              : tr("<span style='color:#b00'>%1</span>").arg(problem.toHtmlEscaped()));
     QStringList out;
     const int first = std::max(1, s.first - kContextLines);
