@@ -104,16 +104,19 @@ inline void decode_q6_k(const uint8_t* b, float* y) {  // 256 weights
         const uint8_t* h2 = qh + 32 * h;
         const int8_t* s = sc + 8 * h;
         float* o = y + 128 * h;
-        for (int l = 0; l < 32; ++l) {
-            const int is = l / 16;
-            const int q1 = ((l4[l] & 0x0f) | (((h2[l] >> 0) & 3) << 4)) - 32;
-            const int q2 = ((l4[l + 32] & 0x0f) | (((h2[l] >> 2) & 3) << 4)) - 32;
-            const int q3 = ((l4[l] >> 4) | (((h2[l] >> 4) & 3) << 4)) - 32;
-            const int q4 = ((l4[l + 32] >> 4) | (((h2[l] >> 6) & 3) << 4)) - 32;
-            o[l] = (d * static_cast<float>(s[is])) * static_cast<float>(q1);
-            o[l + 32] = (d * static_cast<float>(s[is + 2])) * static_cast<float>(q2);
-            o[l + 64] = (d * static_cast<float>(s[is + 4])) * static_cast<float>(q3);
-            o[l + 96] = (d * static_cast<float>(s[is + 6])) * static_cast<float>(q4);
+        for (int is = 0; is < 2; ++is) {  // 16 weights per scale: the scales are loop-invariant below
+            const float s1 = d * static_cast<float>(s[is]), s2 = d * static_cast<float>(s[is + 2]);
+            const float s3 = d * static_cast<float>(s[is + 4]), s4 = d * static_cast<float>(s[is + 6]);
+            for (int l = 16 * is; l < 16 * is + 16; ++l) {
+                const int q1 = ((l4[l] & 0x0f) | (((h2[l] >> 0) & 3) << 4)) - 32;
+                const int q2 = ((l4[l + 32] & 0x0f) | (((h2[l] >> 2) & 3) << 4)) - 32;
+                const int q3 = ((l4[l] >> 4) | (((h2[l] >> 4) & 3) << 4)) - 32;
+                const int q4 = ((l4[l + 32] >> 4) | (((h2[l] >> 6) & 3) << 4)) - 32;
+                o[l] = s1 * static_cast<float>(q1);
+                o[l + 32] = s2 * static_cast<float>(q2);
+                o[l + 64] = s3 * static_cast<float>(q3);
+                o[l + 96] = s4 * static_cast<float>(q4);
+            }
         }
     }
 }
