@@ -249,6 +249,10 @@ int main(int argc, char** argv) {
     } catch (const strata::Cancelled&) {
         std::fprintf(stderr, "cancelled\n");
         return 130;
+    } catch (const strata::DeviceError& e) {
+        std::fprintf(stderr, "error: %s\n  (--backend cpu runs without Vulkan; `strata-cli devices` lists what Vulkan sees)\n",
+                     e.what());
+        return 1;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "error: %s\n", e.what());
         return 1;
