@@ -115,6 +115,10 @@ grep -q '^\[\]$' "$work/devices.json" || fail "devices without a driver printed 
 grep -qi "no usable Vulkan device" "$work/devices.err" || fail "devices without a driver said: $(cat "$work/devices.err")"
 grep -qi "CPU" "$work/devices.err" || fail "devices without a driver does not point to the CPU backend"
 run "${novk[@]}" "$cli" forward --model "$work/demo" --text "The llama" --top-k 1 >/dev/null || fail "forward on the CPU failed"
+if run "${novk[@]}" "$cli" forward --model "$work/demo" --text "The llama" --backend vulkan >/dev/null 2>"$work/vk.err"; then
+    fail "forward --backend vulkan without a driver did not fail"
+fi
+grep -q -- "--backend cpu" "$work/vk.err" || fail "forward --backend vulkan without a driver said: $(cat "$work/vk.err")"
 
 step "strata --help, --version (no display needed) and the man page"
 gui=$root/usr/bin/strata
