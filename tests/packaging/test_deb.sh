@@ -132,4 +132,6 @@ for opt in --backend --device --prompt --screenshot-dir --help --version; do
 done
 if grep -q -- "--help-man" "$work/strata-help.txt"; then fail "strata --help shows the hidden --help-man"; fi
 
+# On success only the package and the logs stay (a failure leaves everything to look at).
+rm -rf "$root" "$work/demo" "$home" "$work/runtime"
 echo "packaging: deb passed"
