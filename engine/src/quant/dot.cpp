@@ -132,17 +132,18 @@ STRATA_INLINE v8f q6_k(const uint8_t* b, const float* x, int64_t nblocks) {
             const uint8_t* ql = b + 64 * h;
             const uint8_t* qh = b + 128 + 32 * h;
             const float* xh = x + 128 * h;
-            for (int l = 0; l < 32; l += 8) {
-                const v8i a = load_u8(ql + l), c = load_u8(ql + l + 32), hb = load_u8(qh + l);
-                const v8i q1 = ((a & 15) | ((hb & 3) << 4)) - 32;
-                const v8i q2 = ((c & 15) | (((hb >> 2) & 3) << 4)) - 32;
-                const v8i q3 = ((a >> 4) | (((hb >> 4) & 3) << 4)) - 32;
-                const v8i q4 = ((c >> 4) | (((hb >> 6) & 3) << 4)) - 32;
-                const int is = 8 * h + l / 16;
-                acc += (d * static_cast<float>(sc[is])) * (to_f(q1) * load_x(xh + l));
-                acc += (d * static_cast<float>(sc[is + 2])) * (to_f(q2) * load_x(xh + l + 32));
-                acc += (d * static_cast<float>(sc[is + 4])) * (to_f(q3) * load_x(xh + l + 64));
-                acc += (d * static_cast<float>(sc[is + 6])) * (to_f(q4) * load_x(xh + l + 96));
+            for (int is = 0; is < 2; ++is) {  // the two 8-lane runs of one 16-weight scale share a multiply
+                v8f p1 = {}, p2 = {}, p3 = {}, p4 = {};
+                for (int l = 16 * is; l < 16 * is + 16; l += 8) {
+                    const v8i a = load_u8(ql + l), c = load_u8(ql + l + 32), hb = load_u8(qh + l);
+                    p1 += to_f(((a & 15) | ((hb & 3) << 4)) - 32) * load_x(xh + l);
+                    p2 += to_f(((c & 15) | ((hb << 2) & 48)) - 32) * load_x(xh + l + 32);
+                    p3 += to_f(((a >> 4) | (hb & 48)) - 32) * load_x(xh + l + 64);
+                    p4 += to_f(((c >> 4) | ((hb >> 2) & 48)) - 32) * load_x(xh + l + 96);
+                }
+                const int j = 8 * h + is;
+                acc += (d * static_cast<float>(sc[j])) * p1 + (d * static_cast<float>(sc[j + 2])) * p2;
+                acc += (d * static_cast<float>(sc[j + 4])) * p3 + (d * static_cast<float>(sc[j + 6])) * p4;
             }
         }
     }
