@@ -4,6 +4,7 @@
 // and f16 subnormals. Then quantize -> dequantize error bounds, dot products, the CPU backend's matmul with block
 // weights, and malformed blocks.
 #include <bit>
+#include <ctime>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -410,5 +411,54 @@ TEST_CASE("CPU matmul with block weights equals matmul with the dequantized weig
             CHECK(test::rel_l2(got, want) < 1e-6);
             for (Buf z : {xb, a, b}) backend->free(z);
         }
+    }
+}
+
+// Hidden (run with "[.bench]"): single-thread CPU-time rate of the decode matmul per stored type, the figures in
+// docs/performance.md ("Quantized weights (CPU)"). CPU time, so other processes on the machine matter less.
+TEST_CASE("decode matmul rate per stored type (CPU time, one thread)", "[.bench][quant]") {
+    std::mt19937 rng(1);
+    const int64_t rows = 8192, cols = 2048, n = rows * cols;
+    const std::vector<float> w = gaussian(n, rng, 0.02f), x = gaussian(cols, rng);
+    BackendOptions o;
+    o.threads = 1;
+    auto backend = make_backend(o);
+    Buf xb = backend->alloc(cols, "x"), ob = backend->alloc(rows, "out");
+    backend->begin();
+    backend->write(xb, x);
+    backend->submit();
+    auto cpu_now = [] {
+        timespec t;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+        return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+    };
+    double bf16_s = 0;
+    for (DType t : {DType::BF16, DType::Q8_0, DType::Q6_K, DType::Q5_K, DType::Q4_K, DType::Q4_0}) {
+        std::vector<uint8_t> b(dtype_bytes(t, n));
+        if (t == DType::BF16) {
+            for (int64_t i = 0; i < n; ++i) {
+                const uint16_t h = f32_to_bf16(w[size_t(i)]);
+                std::memcpy(&b[size_t(2 * i)], &h, 2);
+            }
+        } else {
+            quant::quantize(t, w.data(), b.data(), n);
+        }
+        TensorView v;
+        v.name = "w";
+        v.dtype = t;
+        v.shape = {rows, cols};
+        v.data = reinterpret_cast<const std::byte*>(b.data());
+        v.nbytes = b.size();
+        double best = 1e9;
+        for (int r = 0; r < 7; ++r) {
+            const double t0 = cpu_now();
+            backend->begin();
+            backend->matmul(ob, xb, v, 1);
+            backend->submit();
+            best = std::min(best, cpu_now() - t0);
+        }
+        if (t == DType::BF16) bf16_s = best;
+        WARN(dtype_name(t) << ": " << double(b.size()) / 1e9 / best << " GB/s, " << double(n) / 1e9 / best
+                           << " G weights/s per CPU-second; " << bf16_s / best << "x bf16");
     }
 }
