@@ -41,6 +41,7 @@
 #include "views/plot_util.hpp"
 #include "views/strata_view.hpp"
 #include "views/tensor_view.hpp"
+#include "views/storage_view.hpp"
 
 namespace strata::ui {
 
@@ -138,10 +139,11 @@ void MainWindow::buildLayout() {
     attentionView_ = new AttentionView(state_, client_);
     embeddingView_ = new EmbeddingView(state_, client_);
     logitsView_ = new LogitsView(state_, client_);
+    storageView_ = new StorageView(state_, client_);
     tabs_ = new QTabWidget;
     tabs_->setDocumentMode(true);
     for (ViewPage* v : {static_cast<ViewPage*>(tensorView_), static_cast<ViewPage*>(strataView_), static_cast<ViewPage*>(normsView_),
-                        static_cast<ViewPage*>(gainsView_), static_cast<ViewPage*>(attentionView_),
+                        static_cast<ViewPage*>(gainsView_), static_cast<ViewPage*>(storageView_), static_cast<ViewPage*>(attentionView_),
                         static_cast<ViewPage*>(embeddingView_), static_cast<ViewPage*>(logitsView_)}) {
         tabs_->addTab(v, v->tabName());
         connect(v, &ViewPage::cardChanged, this, &MainWindow::updateCard);
@@ -564,6 +566,9 @@ qint64 MainWindow::runTokens(const QString& label, const std::vector<int32_t>& t
     if (!state_->model()) return 0;
     if (runId_) client_->cancelAll();
     runId_ = client_->runTokens(label, tokens, logitLens);
+    // The prompt line would name a different text than the tokens shown: empty it and say what is shown.
+    prompt_->clear();
+    prompt_->setPlaceholderText(tr("Showing %1 \u2014 type a prompt and press Enter to run your own").arg(label));
     statusBar()->showMessage(tr("Running %1\u2026").arg(label));
     return runId_;
 }

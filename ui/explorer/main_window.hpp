@@ -28,6 +28,7 @@ class EngineClient;
 class GainsView;
 class LayerStepper;
 class LogitsView;
+class StorageView;
 class NormsView;
 class ShortcutOverlay;
 class StrataView;
@@ -90,6 +91,7 @@ public:
     AttentionView* attentionView() const { return attentionView_; }
     EmbeddingView* embeddingView() const { return embeddingView_; }
     LogitsView* logitsView() const { return logitsView_; }
+    StorageView* storageView() const { return storageView_; }
     bool busy() const { return loadId_ != 0 || runId_ != 0; }
     QString lastError() const { return lastError_; }
 
@@ -145,6 +147,7 @@ private:
     AttentionView* attentionView_;
     EmbeddingView* embeddingView_;
     LogitsView* logitsView_;
+    StorageView* storageView_;
 
     QLineEdit* prompt_;
     QPushButton* run_;
