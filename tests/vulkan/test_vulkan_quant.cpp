@@ -1,7 +1,9 @@
 // GGUF block types (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) on the Vulkan backend against the CPU backend: embed, decode
 // (matrix-vector) and prefill (streaming and tiled) on random blocks with zero, extreme and subnormal f16 scales,
 // at awkward sizes (odd block counts put half the Q8_0 / Q4_0 / Q6_K blocks on 2-byte boundaries), weights split
-// over small bindings, and a quantized demonstration model end to end.
+// over small bindings, and a quantized demonstration model end to end (Q4_K_M, also over 1 MiB bindings, and
+// Q8_0). Lavapipe compiles every new pipeline for seconds: the cases are chosen to reach each kernel variant
+// once or twice, not to multiply shapes.
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -452,8 +454,7 @@ TEST_CASE("a quantized model gives the CPU backend's logits and greedy tokens, a
     };
     const Mix mixes[] = {
         {"Q4_K_M", q4_k_m},
-        {"Q8_0", [](const std::string&) { return DType::Q8_0; }},
-        {"Q4_0", [](const std::string&) { return DType::Q4_0; }},
+        {"Q8_0", [](const std::string&) { return DType::Q8_0; }},  // 34-byte blocks: half on 2-byte boundaries
     };
     auto cpu = make_cpu();
     for (const Mix& mix : mixes) {
