@@ -3,8 +3,7 @@
 // tile of the output: it stages BK-wide slices of x (BM tokens) and of w (BN rows) in shared memory, so each
 // weight element loaded from memory serves BM tokens, and each invocation accumulates a 4 x 4 block in
 // registers (float32). Rows and columns past the edges load zeros and are not written.
-// Block types (quant.glsl) widen each staged weight on its own from its block: simple, and the FMAs of 64 tokens
-// per weight dominate; a staging step that widens whole units is the next step if prefill ever shows it.
+// Block types (quant.glsl) are staged a quad (4 weights of one unit) per invocation, widened from their blocks.
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = 256) in;  // 16 x 16 invocations, 4 x 4 outputs each
 #include "common.glsl"
@@ -42,8 +41,21 @@ void main() {
             const uint k = k0 + j;
             const uint t = t0 + i, n = n0 + i;
             xs[j][i] = (t < p.T && k < p.cols) ? x[p.x_first + t * p.cols + k] : 0.0;
-            ws[j][i] = (n < p.rows && k < p.cols) ? weight_rc(n, k, p.cols) : 0.0;
+#if !defined(WBLOCK)
+            ws[j][i] = (n < p.rows && k < p.cols) ? weight_at(n * p.cols + k) : 0.0;
+#endif
         }
+#if defined(WBLOCK)
+        {
+            // Block types: invocation tid stages row tid / 4, depth 4 (tid % 4) .. +3, one quad of a unit (BK divides
+            // the unit's 32 and cols is whole units), so a unit's scales are decoded once per four weights.
+            const uint i = tid / 4u, q = tid % 4u, n = n0 + i, k = k0 + 4u * q;
+            vec4 wv = vec4(0.0);
+            if (n < p.rows && k < p.cols)
+                wv = unit_quad(unit_head(row_byte0(n, p.cols), k / UNIT_ELEMS), (k % UNIT_ELEMS) / 4u);
+            for (uint c = 0u; c < 4u; ++c) ws[4u * q + c][i] = wv[c];
+        }
+#endif
         barrier();  // the slice is staged before anyone multiplies
         for (uint j = 0u; j < BK; ++j) {
             float a[4], b[4];
