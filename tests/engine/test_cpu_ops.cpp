@@ -388,10 +388,16 @@ TEST_CASE("cpu backend rejects out-of-range buffers and unsupported weight types
 
     OpModel q;
     q.add("w", DType::F32, {2, 32}, random_values(64, 81));
-    q.model.tensors["w"].dtype = DType::Q8_0;
+    q.model.tensors["w"].dtype = static_cast<DType>(200);  // every real DType is read now; a corrupt one is not
     BackendOptions o;
     auto b = make_backend(o);
     CHECK_THROWS_AS(b->load(q.model), UnsupportedError);
+    // A block type whose bytes do not hold its blocks (a view that lies about its size) is a FormatError.
+    OpModel s;
+    s.add("w", DType::F32, {2, 32}, random_values(64, 81));
+    s.model.tensors["w"].dtype = DType::Q8_0;
+    s.model.tensors["w"].nbytes = 60;  // 2 blocks need 68
+    CHECK_THROWS_AS(b->load(s.model), FormatError);
 
     BackendOptions v;
     v.name = "tpu";

@@ -414,9 +414,9 @@ TEST_CASE("CPU matmul with block weights equals matmul with the dequantized weig
     }
 }
 
-// Hidden (run with "[.bench]"): single-thread CPU-time rate of the decode matmul per stored type, the figures in
+// Hidden (run with "[quantbench]"): single-thread CPU-time rate of the decode matmul per stored type, the figures in
 // docs/performance.md ("Quantized weights (CPU)"). CPU time, so other processes on the machine matter less.
-TEST_CASE("decode matmul rate per stored type (CPU time, one thread)", "[.bench][quant]") {
+TEST_CASE("decode matmul rate per stored type (CPU time, one thread)", "[.bench][quantbench]") {
     std::mt19937 rng(1);
     const int64_t rows = 8192, cols = 2048, n = rows * cols;
     const std::vector<float> w = gaussian(n, rng, 0.02f), x = gaussian(cols, rng);

@@ -131,9 +131,10 @@ TEST_CASE("quantized demo models (dims multiple of 256) give logits close to the
         bool whole;
         double bound;
     };
-    const Case cases[] = {{"Q8_0", true, 0.025},   {"Q4_0", true, 0.37},    {"Q4_K_M", true, 0.22},
-                          {"Q5_K_M", true, 0.12},  {"Q4_K", false, 0.23},   {"Q5_K", false, 0.12},
-                          {"Q6_K", false, 0.055}};
+    // Q5_K_M is left out to save time (it quantizes the 128256-row table to Q6_K as Q4_K_M does); its rule is
+    // the same code path as Q4_K_M's and its measured figure is above.
+    const Case cases[] = {{"Q8_0", true, 0.025}, {"Q4_0", true, 0.37},  {"Q4_K_M", true, 0.22},
+                          {"Q4_K", false, 0.23}, {"Q5_K", false, 0.12}, {"Q6_K", false, 0.055}};
     for (const Case& c : cases) {
         INFO(c.scheme << (c.whole ? "" : " (layers)"));
         const DType base = quant_scheme(c.scheme).base;
@@ -200,6 +201,13 @@ TEST_CASE("Q4_K_M follows llama.cpp's mix: tied output, attention.wv and feed_fo
     CHECK(plan["output"] == DType::Q6_K);
     CHECK(plan["tok_embeddings"] == DType::Q4_K);
     CHECK(plan["norm"] == DType::F32);
+    // Q5_K_M: the same layers get Q6_K, the rest Q5_K.
+    for (const TensorPlan& p : quant_plan(m, quant_scheme("Q5_K_M")))
+        if (p.name == names::layer(5, "attention.wv") || p.name == names::layer(5, "feed_forward.w2") ||
+            p.name == "tok_embeddings")
+            CHECK(p.to == DType::Q5_K);
+        else if (p.name == names::layer(6, "feed_forward.w2") || p.name == "output")
+            CHECK(p.to == DType::Q6_K);
 }
 
 TEST_CASE("the golden model (dim 128, hidden 448) quantizes with stated fallbacks and stays close", "[quant][model]") {
