@@ -66,11 +66,27 @@ struct StepBuffers {
     Buf ffn_out;     // [T, dim]
     Buf logits;      // [rows, vocab]
     Buf probs;       // [n_heads * T, pos0 + T] (on request)
+    // Transformer::project's own rows (the lens), apart from the step's so that a lens leaves a step's trace alone.
+    int64_t lens_rows_cap = 0;
+    Buf lens_h, lens_hn;  // [rows, dim]
+    Buf lens_logits;      // [rows, vocab]
 
     void release(Backend& b) {
-        for (Buf* p : {&x, &xn, &xq, &attn, &attn_out, &ffn_a, &ffn_b, &ffn_hidden, &ffn_out, &logits, &probs})
+        for (Buf* p : {&x, &xn, &xq, &attn, &attn_out, &ffn_a, &ffn_b, &ffn_hidden, &ffn_out, &logits, &probs, &lens_h,
+                       &lens_hn, &lens_logits})
             if (p->valid()) b.free(*p), *p = Buf{};
-        T_cap = logits_rows_cap = probs_cap = 0;
+        T_cap = logits_rows_cap = probs_cap = lens_rows_cap = 0;
+    }
+
+    // Grows the lens buffers to `rows`; kept, so that a lens over many chunks allocates once.
+    void reserve_lens(Backend& b, const ModelConfig& c, int64_t rows) {
+        if (rows <= lens_rows_cap) return;
+        for (Buf* p : {&lens_h, &lens_hn, &lens_logits})
+            if (p->valid()) b.free(*p), *p = Buf{};
+        lens_h = b.alloc(rows * c.dim, "lens h");
+        lens_hn = b.alloc(rows * c.dim, "lens norm");
+        lens_logits = b.alloc(rows * c.vocab_size, "lens logits");
+        lens_rows_cap = rows;
     }
 
     // Grows the buffers to hold T tokens; they are kept between steps so that decode allocates nothing.
@@ -325,31 +341,24 @@ Trace Transformer::step(KVCache& cache, std::span<const int32_t> tokens, const T
 }
 
 // logits = output(norm(h)) for rows of h the caller holds (the lens over a traced residual stream). Buffers of
-// their own, so the step's scratch and any cache stay untouched.
+// their own (kept in the scratch), so the step's buffers and any cache stay untouched.
 std::vector<float> Transformer::project(std::span<const float> residual, int64_t rows) {
     const ModelConfig& c = model_->config;
     if (rows <= 0 || static_cast<int64_t>(residual.size()) != rows * c.dim)
         throw InputError("project: " + std::to_string(residual.size()) + " values are not " + std::to_string(rows) +
                          " rows of dim " + std::to_string(c.dim));
     Backend& b = *backend_;
-    const Buf h = b.alloc(rows * c.dim, "lens h");
-    const Buf hn = b.alloc(rows * c.dim, "lens norm");
-    const Buf logits = b.alloc(rows * c.vocab_size, "lens logits");
-    std::vector<float> out;
-    try {
-        b.begin();
-        b.write(h, residual);
-        b.rmsnorm(hn, h, *scratch_->norm, rows, c.norm_eps);
-        b.matmul(logits, hn, *scratch_->output, rows);
-        const Readback r = b.readback(logits, rows * c.vocab_size);
-        b.submit();
-        out = b.fetch(r);
-    } catch (...) {
-        for (Buf x : {h, hn, logits}) b.free(x);
-        throw;
-    }
-    for (Buf x : {h, hn, logits}) b.free(x);
-    return out;
+    StepBuffers& s = scratch_->bufs;
+    s.reserve_lens(b, c, rows);
+    const Buf h = s.lens_h.at(0, rows * c.dim), hn = s.lens_hn.at(0, rows * c.dim);
+    const Buf logits = s.lens_logits.at(0, rows * c.vocab_size);
+    b.begin();
+    b.write(h, residual);
+    b.rmsnorm(hn, h, *scratch_->norm, rows, c.norm_eps);
+    b.matmul(logits, hn, *scratch_->output, rows);
+    const Readback r = b.readback(logits, rows * c.vocab_size);
+    b.submit();
+    return b.fetch(r);
 }
 
 // ---------------------------------------------------------------------------------------------- weights

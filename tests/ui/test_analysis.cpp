@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "catch.hpp"
+#include "strata/transformer.hpp"
 #include "strata/backend.hpp"
 #include "strata/model.hpp"
 #include "support.hpp"
@@ -112,7 +113,8 @@ TEST_CASE("the logit lens on the backend matches the host computation", "[ui][an
 
     const std::vector<float> normed = analysis::rmsnorm_rows(x, rows, model->tensor("norm").to_f32(), c.norm_eps);
     const auto host = analysis::top_token_per_row(model->output_weight(), normed, rows);
-    const auto dev = analysis::top_token_on_backend(*backend, model->tensor("norm"), c.norm_eps, model->output_weight(), x, rows);
+    Transformer transformer(*model, *backend);
+    const auto dev = analysis::top_token_on_backend(transformer, x, rows);
     REQUIRE(dev.id.size() == size_t(rows));
     for (int64_t r = 0; r < rows; ++r) {
         CHECK(dev.id[size_t(r)] == host.id[size_t(r)]);

@@ -8,6 +8,8 @@
 
 #include "strata/backend.hpp"
 #include "strata/error.hpp"
+#include "strata/model.hpp"
+#include "strata/transformer.hpp"
 
 namespace strata::ui::analysis {
 
@@ -130,49 +132,30 @@ TopTokens top_token_per_row(const TensorView& w, std::span<const float> x, int64
     return out;
 }
 
-TopTokens top_token_on_backend(Backend& b, const TensorView& norm, float eps, const TensorView& output,
-                               std::span<const float> x, int64_t rows, const std::atomic<bool>* cancel) {
-    const int64_t dim = output.cols(), vocab = output.rows();
-    if (rows * dim != int64_t(x.size())) throw InputError("logit lens: the residual rows do not match " + output.name);
+TopTokens top_token_on_backend(Transformer& transformer, std::span<const float> x, int64_t rows,
+                               const std::atomic<bool>* cancel) {
+    const ModelConfig& c = transformer.model().config;
+    const int64_t dim = c.dim, vocab = c.vocab_size;
+    if (rows * dim != int64_t(x.size())) throw InputError("logit lens: the residual rows are not rows of dim");
     // Chunks of rows whose logits stay near 64 MB, read back and reduced on the host.
     const int64_t chunk = std::clamp<int64_t>((int64_t(16) << 20) / std::max<int64_t>(1, vocab), 1, 128);
     TopTokens out;
     out.id.assign(size_t(rows), 0);
     out.logit.assign(size_t(rows), 0.0f);
     out.prob.assign(size_t(rows), 0.0f);
-    const Buf in = b.alloc(chunk * dim, "lens_in");              // [chunk, dim]
-    const Buf normed = b.alloc(chunk * dim, "lens_norm");        // [chunk, dim]
-    const Buf logits = b.alloc(chunk * vocab, "lens_logits");    // [chunk, vocab]
-    auto release = [&] {
-        b.free(in);
-        b.free(normed);
-        b.free(logits);
-    };
-    try {
-        for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
-            if (cancelled(cancel)) throw Cancelled();
-            const int64_t n = std::min(chunk, rows - r0);
-            b.begin();
-            b.write(in.at(0, n * dim), x.subspan(size_t(r0 * dim), size_t(n * dim)));
-            b.rmsnorm(normed, in, norm, n, eps);
-            b.matmul(logits, normed, output, n);
-            const Readback rb = b.readback(logits, n * vocab);
-            b.submit();
-            const std::vector<float> l = b.fetch(rb);  // [n, vocab]
-            for (int64_t r = 0; r < n; ++r) {
-                const float* row = l.data() + r * vocab;
-                const int64_t best = std::max_element(row, row + vocab) - row;  // first maximum: the lowest id
-                const LogitStats st = logit_stats(std::span<const float>(row, size_t(vocab)));
-                out.id[size_t(r0 + r)] = int32_t(best);
-                out.logit[size_t(r0 + r)] = row[best];
-                out.prob[size_t(r0 + r)] = float(std::exp(double(row[best]) - st.log_sum_exp));
-            }
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+        if (cancelled(cancel)) throw Cancelled();
+        const int64_t n = std::min(chunk, rows - r0);
+        const std::vector<float> l = transformer.project(x.subspan(size_t(r0 * dim), size_t(n * dim)), n);  // [n, vocab]
+        for (int64_t r = 0; r < n; ++r) {
+            const float* row = l.data() + r * vocab;
+            const int64_t best = std::max_element(row, row + vocab) - row;  // first maximum: the lowest id
+            const LogitStats st = logit_stats(std::span<const float>(row, size_t(vocab)));
+            out.id[size_t(r0 + r)] = int32_t(best);
+            out.logit[size_t(r0 + r)] = row[best];
+            out.prob[size_t(r0 + r)] = float(std::exp(double(row[best]) - st.log_sum_exp));
         }
-    } catch (...) {
-        release();
-        throw;
     }
-    release();
     return out;
 }
 

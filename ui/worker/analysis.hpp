@@ -12,7 +12,7 @@
 #include "strata/tensor.hpp"
 
 namespace strata {
-class Backend;
+class Transformer;
 }
 
 namespace strata::ui::analysis {
@@ -33,10 +33,10 @@ struct TopTokens {
 TopTokens top_token_per_row(const TensorView& w, std::span<const float> x, int64_t rows,
                             const std::atomic<bool>* cancel = nullptr);
 
-// The same through the backend's own ops (rmsnorm with `norm`, then matmul with `output`), in chunks of rows:
-// x holds raw residual rows [rows, dim]. Throws UnsupportedError when the backend cannot take host data.
-TopTokens top_token_on_backend(Backend& backend, const TensorView& norm, float eps, const TensorView& output,
-                               std::span<const float> x, int64_t rows, const std::atomic<bool>* cancel = nullptr);
+// The same through the model's final norm and output on the transformer's backend (Transformer::project), in
+// chunks of rows: x holds raw residual rows [rows, dim].
+TopTokens top_token_on_backend(Transformer& transformer, std::span<const float> x, int64_t rows,
+                               const std::atomic<bool>* cancel = nullptr);
 
 // ||w[v, :]|| for every row of w (the embedding table: computed once per model).
 std::vector<float> row_norms(const TensorView& w, const std::atomic<bool>* cancel = nullptr);

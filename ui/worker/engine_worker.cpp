@@ -350,16 +350,8 @@ void EngineWorker::runTokens(qint64 id, const QString& prompt, const std::vector
             if (!h) throw ModelError("the trace has no " + name + " for the logit lens");
             x.insert(x.end(), h->data.begin(), h->data.end());
         }
-        analysis::TopTokens top;
-        try {
-            // On the backend: the same rmsnorm and matmul kernels as the forward pass (the GPU with Vulkan).
-            top = analysis::top_token_on_backend(*backend_, model_->tensor("norm"), c.norm_eps, model_->output_weight(), x,
-                                                 lens->rows * T, &abort_);
-        } catch (const UnsupportedError&) {
-            const std::vector<float> normed =
-                analysis::rmsnorm_rows(x, lens->rows * T, model_->tensor("norm").to_f32(), c.norm_eps);
-            top = analysis::top_token_per_row(model_->output_weight(), normed, lens->rows * T, &abort_);
-        }
+        // On the backend: the same rmsnorm and matmul kernels as the forward pass (the GPU with Vulkan).
+        const analysis::TopTokens top = analysis::top_token_on_backend(*transformer_, x, lens->rows * T, &abort_);
         lens->top = top.id;
         lens->prob = top.prob;
         for (int32_t tok : lens->top) lens->vocabText.emplace(tok, tokenText(tok));
