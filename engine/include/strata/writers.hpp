@@ -44,6 +44,10 @@ uint32_t gguf_file_type(DType t);
 // tensors) and tokenizer.model (tiktoken ranks). Creates out_dir if needed.
 void write_meta(const Model& model, const std::filesystem::path& out_dir);
 
+// The canonical names of a model's weights in llama.cpp's GGUF order: tok_embeddings, each layer's attention_norm,
+// wq, wk, wv, wo, ffn_norm, w1, w2, w3, then norm, and output unless it is tied to tok_embeddings.
+std::vector<std::string> gguf_weight_order(const ModelConfig& config);
+
 // The per-pair factors Llama 3.1's apply_scaling divides the RoPE frequencies by, as llama.cpp's converter stores
 // them in rope_freqs.weight: head_dim / 2 floats (1 for high frequencies, `factor` for low ones, smooth between).
 std::vector<float> llama31_rope_factors(const ModelConfig& config);

@@ -118,6 +118,17 @@ void write_converted(std::ostream& os, const TensorView& t, DType to, cpu::Threa
 
 }  // namespace
 
+std::vector<std::string> gguf_weight_order(const ModelConfig& c) {
+    std::vector<std::string> order{"tok_embeddings"};
+    for (int64_t i = 0; i < c.n_layers; ++i)
+        for (const char* s : {"attention_norm", "attention.wq", "attention.wk", "attention.wv", "attention.wo",
+                              "ffn_norm", "feed_forward.w1", "feed_forward.w2", "feed_forward.w3"})
+            order.push_back(names::layer(i, s));
+    order.push_back("norm");
+    if (!c.tie_embeddings) order.push_back("output");
+    return order;
+}
+
 std::vector<float> llama31_rope_factors(const ModelConfig& c) {
     const RopeScaling& s = c.rope_scaling;
     const double low_wavelen = static_cast<double>(s.original_max_position_embeddings) / s.low_freq_factor;
@@ -255,13 +266,7 @@ void write_gguf(const Model& model, const fs::path& final_out, const GgufWriteOp
                          os.write(reinterpret_cast<const char*>(shared->data()), static_cast<std::streamsize>(nbytes));
                      });
     }
-    std::vector<std::string> order{"tok_embeddings"};
-    for (int64_t i = 0; i < c.n_layers; ++i)
-        for (const char* s : {"attention_norm", "attention.wq", "attention.wk", "attention.wv", "attention.wo",
-                              "ffn_norm", "feed_forward.w1", "feed_forward.w2", "feed_forward.w3"})
-            order.push_back(names::layer(i, s));
-    order.push_back("norm");
-    if (!c.tie_embeddings) order.push_back("output");
+    const std::vector<std::string> order = gguf_weight_order(c);
     std::unique_ptr<cpu::ThreadPool> pool;
     int64_t done = 0;
     const auto total = static_cast<int64_t>(order.size());

@@ -52,13 +52,8 @@ std::vector<std::string> quant_scheme_names() {
 
 std::vector<TensorPlan> quant_plan(const Model& model, const QuantScheme& scheme) {
     const ModelConfig& c = model.config;
-    std::vector<std::string> order{"tok_embeddings"};
-    for (int64_t i = 0; i < c.n_layers; ++i)
-        for (const char* s : {"attention_norm", "attention.wq", "attention.wk", "attention.wv", "attention.wo",
-                              "ffn_norm", "feed_forward.w1", "feed_forward.w2", "feed_forward.w3"})
-            order.push_back(names::layer(i, s));
-    order.push_back("norm");
-    if (!c.tie_embeddings) order.push_back("output");
+    // Write order: the order write_gguf writes them in.
+    const std::vector<std::string> order = gguf_weight_order(c);
 
     std::vector<TensorPlan> plan;
     for (const std::string& name : order) {
