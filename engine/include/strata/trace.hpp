@@ -4,6 +4,7 @@
 //   layers.N.attention_norm     RMSNorm before attention                   [T, dim]
 //   layers.N.q / .k / .v        projections after RoPE (q, k) / v          [T, n_heads*head_dim] / [T, kv_dim]
 //   layers.N.attention.probs    softmax(QK^T/sqrt(d)) per head (on request) [n_heads*T, T0+T] (rows: head-major)
+//   layers.N.attention.heads    softmax(scores) @ values, every head       [T, n_heads*head_dim] (before wo)
 //   layers.N.attention_out      wo(attention)                              [T, dim]
 //   layers.N.h                  residual after attention                   [T, dim]
 //   layers.N.ffn_norm           RMSNorm before the feed-forward            [T, dim]
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "strata/backend.hpp"
+#include "strata/intervention.hpp"
 
 namespace strata {
 
@@ -30,6 +32,8 @@ struct TraceRequest {
     bool logits_all_positions = false;  // logits for every position (forward/explorer), else the last row only
     bool keep_logits = false;     // keep "logits" in the trace (always computed for the rows above)
     int64_t top_k = 10;           // top-k of the logits per computed row (0 = none)
+    // Changes made at the sites as the pass reaches them (intervention.hpp); empty: the plain pass.
+    Interventions interventions;
 
     bool wants(const std::string& name) const;  // is `name` kept under this request?
     static TraceRequest everything();           // all + probs + logits for all positions
