@@ -1,5 +1,6 @@
 // strata-cli forward: one forward pass over a prompt; the top-k next tokens at every position as JSON, and with
-// --dump DIR every captured tensor as float32 .npy ([T, n], named as in model.py).
+// --dump DIR every captured tensor as float32 .npy ([T, n], named as in model.py). --ablate and --patch run the
+// intervened pass instead (intervention.hpp): the top-k and the dump are of that pass.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -8,6 +9,8 @@
 
 #include "command.hpp"
 #include "model_args.hpp"
+#include "strata/error.hpp"
+#include "strata/intervention.hpp"
 #include "strata/npy.hpp"
 #include "strata/trace.hpp"
 
@@ -27,11 +30,17 @@ double log_sum_exp(const float* row, int64_t n) {
 
 int run_forward(const Args& args) {
     auto keys = model_option_keys();
-    keys.insert(keys.end(), {"tokens", "text", "dump", "top-k", "probs"});
+    keys.insert(keys.end(), {"tokens", "text", "dump", "top-k", "probs", "ablate", "patch", "patch-from-tokens",
+                             "patch-from-text"});
     args.allow_only(keys);
     const int64_t top_k = args.get_int("top-k", 5);
     if (top_k < 1) throw UsageError("--top-k must be at least 1");
     if (args.has("probs") && !args.has("dump")) throw UsageError("--probs only adds to --dump");
+    const bool from_tokens = args.has("patch-from-tokens"), from_text = args.has("patch-from-text");
+    if (args.has("patch") && from_tokens == from_text)
+        throw UsageError("--patch needs exactly one of --patch-from-tokens and --patch-from-text");
+    if (!args.has("patch") && (from_tokens || from_text))
+        throw UsageError("--patch-from-tokens / --patch-from-text only go with --patch");
     const auto dump = args.get("dump");
     if (dump && dump->empty()) throw UsageError("--dump needs a folder");
 
@@ -51,6 +60,32 @@ int run_forward(const Args& args) {
     request.top_k = top_k;
 
     Transformer transformer(model, *m.backend);
+    if (args.has("ablate")) request.interventions = parse_ablations(args.require("ablate"), model.config);
+    if (args.has("patch")) {
+        // The donor: the other prompt's plain pass, keeping the patched sites.
+        const auto specs = parse_patches(args.require("patch"), model.config);
+        std::vector<int32_t> donor_ids;
+        if (from_tokens) {
+            donor_ids = args.get_ids("patch-from-tokens");
+        } else {
+            donor_ids = {model.config.bos_id};
+            const auto body = model.tokenizer.encode(args.get_or("patch-from-text", ""));
+            donor_ids.insert(donor_ids.end(), body.begin(), body.end());
+        }
+        TraceRequest donor_request;
+        donor_request.residuals = false;
+        donor_request.top_k = 0;
+        for (const PatchSpec& p : specs) {
+            if (p.position >= T)
+                throw InputError("patch " + p.site + "@" + std::to_string(p.position) + ": position " +
+                                 std::to_string(p.position) + " is not in the prompt (positions 0.." +
+                                 std::to_string(T - 1) + ")");
+            donor_request.names.insert(p.site);
+        }
+        KVCache donor_cache(*m.backend, model.config, std::max<int64_t>(static_cast<int64_t>(donor_ids.size()), 1));
+        const Trace donor = transformer.prefill(donor_cache, donor_ids, donor_request);
+        for (const PatchSpec& p : specs) request.interventions.push_back(patch_from(donor, p));
+    }
     KVCache cache(*m.backend, model.config, std::max<int64_t>(T, 1));
     const Trace trace = transformer.prefill(cache, ids, request);
 
@@ -71,6 +106,12 @@ int run_forward(const Args& args) {
                              {"top_k", top}});
     }
     nlohmann::json out = {{"tokens", ids}, {"positions", positions}, {"model", model_json(model, *m.backend)}};
+    if (!request.interventions.empty()) {
+        nlohmann::json applied = nlohmann::json::array();
+        for (const Intervention& iv : request.interventions)
+            applied.push_back({{"label", iv.label}, {"site", iv.site}, {"position", iv.position}});
+        out["interventions"] = applied;
+    }
 
     if (dump) {
         const fs::path dir = *dump;
@@ -92,7 +133,8 @@ int run_forward(const Args& args) {
 
 STRATA_COMMAND(Command{"forward",
                        "--model PATH (--tokens ID,ID,... | --text TEXT) [--backend cpu|vulkan] [--device N] "
-                       "[--threads N] [--top-k K] [--dump DIR [--probs]]",
+                       "[--threads N] [--top-k K] [--dump DIR [--probs]] [--ablate SPEC,...] "
+                       "[--patch SITE@POS,... (--patch-from-tokens IDS | --patch-from-text TEXT)]",
                        "one forward pass: top-k next tokens at every position (JSON); --dump writes every "
                        "intermediate tensor as .npy",
                        run_forward,
@@ -102,6 +144,12 @@ STRATA_COMMAND(Command{"forward",
                            {"top-k", "K", "next tokens listed per position (default 5)"},
                            {"dump", "DIR", "write every traced tensor into DIR as .npy, with an index"},
                            {"probs", "", "with --dump: also keep the attention probabilities (T x T per head)"},
+                           {"ablate", "SPEC,...", "zero-ablate: layers.L, layers.L.attention, layers.L.attention.heads.H, "
+                                                  "layers.L.feed_forward, layers.L.feed_forward.neurons.N"},
+                           {"patch", "SITE@POS,...", "take the activation at SITE (h.L, layers.L.attention_out, "
+                                                     "layers.L.ffn_out) and position POS from another prompt's pass"},
+                           {"patch-from-tokens", "IDS", "the prompt --patch takes activations from, as token ids"},
+                           {"patch-from-text", "TEXT", "the prompt --patch takes activations from, as text"},
                        })});
 
 }  // namespace strata::cli

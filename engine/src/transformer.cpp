@@ -130,11 +130,18 @@ struct Transformer::Scratch {
 namespace {
 
 // Collects what the request keeps. Readbacks are recorded beside the ops and fetched after each submit.
+// A traced site is also where interventions act: site() first makes the requested changes to the tensor, then
+// keeps it, so the trace shows the intervened pass and reading and changing are one mechanism.
 class Captures {
 public:
-    Captures(Backend& b, const TraceRequest& r, Trace& t) : b_(b), request_(r), trace_(t) {}
+    Captures(Backend& b, const TraceRequest& r, Trace& t, int64_t pos0) : b_(b), request_(r), trace_(t), pos0_(pos0) {}
 
     bool wants(const std::string& name) const { return request_.wants(name); }
+    // src: [rows, cols], rows at positions pos0.. of this step.
+    void site(const std::string& name, Buf src, int64_t rows, int64_t cols) {
+        if (!request_.interventions.empty()) intervene(name, src, rows, cols);
+        keep(name, src, rows, cols);
+    }
     void keep(const std::string& name, Buf src, int64_t rows, int64_t cols) {
         if (!request_.wants(name)) return;
         pending_.push_back({name, rows, cols, b_.readback(src, rows * cols)});
@@ -156,6 +163,31 @@ public:
     }
 
 private:
+    // Writes the interventions at `name` into src, recorded in order with the ops around them.
+    void intervene(const std::string& name, Buf src, int64_t rows, int64_t cols) {
+        for (const Intervention& iv : request_.interventions) {
+            if (iv.site != name) continue;
+            const int64_t n = iv.cols < 0 ? cols - iv.col0 : iv.cols;
+            if (iv.position >= 0) {
+                const int64_t t = iv.position - pos0_;
+                if (t < 0 || t >= rows) continue;  // not a position of this step
+                write_row(src, t * cols + iv.col0, n, iv.values);
+            } else if (iv.values.empty() && n == cols) {
+                write_row(src, 0, rows * cols, {});  // whole rows at every position: one contiguous write
+            } else {
+                for (int64_t t = 0; t < rows; ++t) write_row(src, t * cols + iv.col0, n, iv.values);
+            }
+        }
+    }
+    void write_row(Buf dst, int64_t offset, int64_t n, const std::vector<float>& values) {
+        if (values.empty()) {
+            if (static_cast<int64_t>(zeros_.size()) < n) zeros_.assign(static_cast<size_t>(n), 0.0f);
+            b_.write(dst.at(offset, n), std::span<const float>(zeros_.data(), static_cast<size_t>(n)));
+        } else {
+            b_.write(dst.at(offset, n), values);
+        }
+    }
+
     struct Pending {
         std::string name;
         int64_t rows, cols;
@@ -168,6 +200,8 @@ private:
     std::vector<Readback> pending_top_;
     Readback last_;
     bool has_last_ = false;
+    int64_t pos0_ = 0;
+    std::vector<float> zeros_;
 };
 
 // One forward step over T tokens at positions pos0..pos0+T-1: the state model.py keeps in locals.
@@ -205,6 +239,7 @@ struct Pass {
         Buf output = s.attn.at(0, T * q_dim);                                 // [T, n_heads * head_dim]
         b.attention(output, xq, keys, values, T, pos0, scores);
         if (want_probs) cap.keep(name(layer, "attention.probs"), scores, c.n_heads * T, L);
+        cap.site(name(layer, "attention.heads"), output, T, q_dim);
         b.matmul(out, output, *w.wo, T);
     }
 
@@ -217,7 +252,7 @@ struct Pass {
         b.matmul(a, x, *w.w1, T);
         b.matmul(g, x, *w.w3, T);
         b.swiglu(hidden, a, g, T * hd);
-        cap.keep(name(layer, "ffn_hidden"), hidden, T, hd);
+        cap.site(name(layer, "ffn_hidden"), hidden, T, hd);
         b.matmul(out, hidden, *w.w2, T);
     }
 
@@ -234,16 +269,16 @@ struct Pass {
         b.rmsnorm(xn, x, *w.attention_norm, T, c.norm_eps);
         cap.keep(name(layer, "attention_norm"), xn, T, dim);
         attention(layer, w, xn, attn_out);
-        cap.keep(name(layer, "attention_out"), attn_out, T, dim);
+        cap.site(name(layer, "attention_out"), attn_out, T, dim);
         b.add(x, x, attn_out, T * dim);  // h
         cap.keep(name(layer, "h"), x, T, dim);
 
         b.rmsnorm(xn, x, *w.ffn_norm, T, c.norm_eps);
         cap.keep(name(layer, "ffn_norm"), xn, T, dim);
         feed_forward(layer, w, xn, ffn_out);
-        cap.keep(name(layer, "ffn_out"), ffn_out, T, dim);
+        cap.site(name(layer, "ffn_out"), ffn_out, T, dim);
         b.add(x, x, ffn_out, T * dim);  // out
-        cap.keep("h." + std::to_string(layer), x, T, dim);
+        cap.site("h." + std::to_string(layer), x, T, dim);
     }
 };
 
@@ -289,6 +324,7 @@ Trace Transformer::step(KVCache& cache, std::span<const int32_t> tokens, const T
             throw InputError("token id " + std::to_string(id) + " at position " + std::to_string(pos0 + t) +
                              " is outside the vocabulary (0.." + std::to_string(c.vocab_size - 1) + ")");
     }
+    for (const Intervention& iv : request.interventions) validate(iv, c);
     if (pos0 + T > cache.capacity())
         throw InputError("too long for the context: " + std::to_string(pos0) + " tokens held + " + std::to_string(T) +
                          " new > " + std::to_string(cache.capacity()) + " positions");
@@ -302,7 +338,7 @@ Trace Transformer::step(KVCache& cache, std::span<const int32_t> tokens, const T
     Trace trace;
     trace.pos0 = pos0;
     trace.tokens.assign(tokens.begin(), tokens.end());
-    Captures cap(b, request, trace);
+    Captures cap(b, request, trace, pos0);
     Pass pass{b, c, s, cache, cap, T, pos0, want_probs};
 
     b.begin();

@@ -18,40 +18,10 @@ using namespace strata;
 
 namespace {
 
-struct Result {
-    int status = -1;
-    std::string out, err;
-};
-
-fs::path cli() { return fs::path(STRATA_BINARY_DIR) / "app" / "strata-cli"; }
-
-std::string quote(const std::string& s) {
-    std::string q = "'";
-    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-}
-
-Result run_cli(const std::string& args) {
-    REQUIRE(fs::exists(cli()));  // build the strata-cli target too
-    const fs::path err = test::temp_dir("cli") / "stderr.txt";
-    const std::string cmd = quote(cli().string()) + " " + args + " 2>" + quote(err.string());
-    Result r;
-    FILE* p = popen(cmd.c_str(), "r");
-    REQUIRE(p != nullptr);
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-    const int st = pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    r.err = test::read_file(err);
-    return r;
-}
-
-std::string ids_arg(const std::vector<int32_t>& ids) {
-    std::string s;
-    for (int32_t id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
-    return s;
-}
+using Result = test::CliResult;
+using test::ids_arg;
+using test::quote;
+using test::run_cli;
 
 }  // namespace
 

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -103,6 +104,36 @@ std::string read_file(const fs::path& p) {
     std::ostringstream s;
     s << f.rdbuf();
     return s.str();
+}
+
+fs::path cli_path() { return fs::path(STRATA_BINARY_DIR) / "app" / "strata-cli"; }
+
+std::string quote(const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+std::string ids_arg(const std::vector<int32_t>& ids) {
+    std::string s;
+    for (int32_t id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
+    return s;
+}
+
+CliResult run_cli(const std::string& args) {
+    if (!fs::exists(cli_path())) throw std::runtime_error("build the strata-cli target too: " + cli_path().string());
+    const fs::path err = temp_dir("cli") / "stderr.txt";
+    const std::string cmd = quote(cli_path().string()) + " " + args + " 2>" + quote(err.string());
+    CliResult r;
+    FILE* p = popen(cmd.c_str(), "r");
+    if (!p) throw std::runtime_error("popen failed: " + cmd);
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+    const int st = pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    r.err = read_file(err);
+    return r;
 }
 
 }  // namespace strata::test

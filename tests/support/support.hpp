@@ -25,6 +25,17 @@ double rel_l2(std::span<const float> a, std::span<const float> b);
 bool all_finite(std::span<const float> a);
 
 void write_file(const std::filesystem::path& p, std::string_view bytes);
+
+// The built strata-cli, run through the shell: its exit status, stdout and stderr.
+struct CliResult {
+    int status = -1;
+    std::string out, err;
+};
+std::filesystem::path cli_path();
+CliResult run_cli(const std::string& args);
+std::string quote(const std::string& s);               // one shell word
+std::string ids_arg(const std::vector<int32_t>& ids);  // "1,2,3"
+
 std::string read_file(const std::filesystem::path& p);
 
 }  // namespace strata::test
