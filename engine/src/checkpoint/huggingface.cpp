@@ -13,6 +13,7 @@
 #include "checkpoint/safetensors.hpp"
 #include "strata/error.hpp"
 #include "strata/model.hpp"
+#include "untrusted_json.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -21,16 +22,22 @@ namespace strata {
 
 namespace {
 
+using untrusted_json::describe;
+
+// config.json, generation_config.json and the shard index are a few KB (an 8B index: ~24 KB).
+constexpr uintmax_t kMaxJsonFileBytes = 16ull << 20;
+
 json read_json(const fs::path& file) {
+    std::error_code ec;
+    const uintmax_t size = fs::file_size(file, ec);
+    if (!ec && size > kMaxJsonFileBytes)
+        throw FormatError(file.string() + ": " + std::to_string(size) + " bytes is larger than the " +
+                          std::to_string(kMaxJsonFileBytes) + "-byte limit for this file");
     std::ifstream f(file, std::ios::binary);
     if (!f) throw FormatError(file.string() + ": cannot open");
     std::ostringstream s;
     s << f.rdbuf();
-    try {
-        return json::parse(s.str());
-    } catch (const json::exception& e) {
-        throw FormatError(file.string() + ": not valid JSON: " + e.what());
-    }
+    return untrusted_json::parse<FormatError>(s.str(), file.string());
 }
 
 // Typed reads of config fields: a missing required field or a wrong type names the file and the key.
@@ -42,20 +49,20 @@ struct Fields {
     int64_t integer(const char* key) const {
         if (!has(key)) throw FormatError(file + ": missing \"" + key + "\"");
         const json& v = j[key];
-        if (!v.is_number_integer()) throw FormatError(file + ": \"" + key + "\" must be an integer, found " + v.dump());
+        if (!v.is_number_integer()) throw FormatError(file + ": \"" + key + "\" must be an integer, found " + describe(v));
         return v.get<int64_t>();
     }
     int64_t integer(const char* key, int64_t fallback) const { return has(key) ? integer(key) : fallback; }
     double number(const char* key, double fallback) const {
         if (!has(key)) return fallback;
         const json& v = j[key];
-        if (!v.is_number()) throw FormatError(file + ": \"" + key + "\" must be a number, found " + v.dump());
+        if (!v.is_number()) throw FormatError(file + ": \"" + key + "\" must be a number, found " + describe(v));
         return v.get<double>();
     }
     bool boolean(const char* key, bool fallback) const {
         if (!has(key)) return fallback;
         const json& v = j[key];
-        if (!v.is_boolean()) throw FormatError(file + ": \"" + key + "\" must be true or false, found " + v.dump());
+        if (!v.is_boolean()) throw FormatError(file + ": \"" + key + "\" must be true or false, found " + describe(v));
         return v.get<bool>();
     }
     // eos_token_id is an int in base models and a list in instruct ones.
@@ -65,7 +72,7 @@ struct Fields {
         const json& v = j[key];
         auto one = [&](const json& x) {
             if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX)
-                throw FormatError(file + ": \"" + key + "\" must hold token ids, found " + v.dump());
+                throw FormatError(file + ": \"" + key + "\" must hold token ids, found " + describe(v));
             out.push_back(static_cast<int32_t>(x.get<int64_t>()));
         };
         if (v.is_array())
@@ -110,7 +117,7 @@ ModelConfig parse_config(const fs::path& dir) {
                                return x.is_string() && x.get<std::string>() == "LlamaForCausalLM";
                            });
         if (!llama)
-            throw UnsupportedError(file.string() + ": architectures " + a.dump() +
+            throw UnsupportedError(file.string() + ": architectures " + describe(a) +
                                    " is not supported (Strata reads LlamaForCausalLM)");
     } else if (!(j.contains("model_type") && j["model_type"] == "llama")) {
         throw UnsupportedError(file.string() + ": neither \"architectures\": [\"LlamaForCausalLM\"] nor "
@@ -120,7 +127,7 @@ ModelConfig parse_config(const fs::path& dir) {
     require_false(f, "attention_bias", "biases on q/k/v/o");
     require_false(f, "mlp_bias", "biases in the MLP");
     if (f.has("hidden_act") && j["hidden_act"] != "silu")
-        throw UnsupportedError(file.string() + ": hidden_act " + j["hidden_act"].dump() + " (Llama uses silu)");
+        throw UnsupportedError(file.string() + ": hidden_act " + describe(j["hidden_act"]) + " (Llama uses silu)");
     if (f.integer("pretraining_tp", 1) != 1)
         throw UnsupportedError(file.string() + ": pretraining_tp other than 1 is not supported");
 
@@ -145,7 +152,7 @@ ModelConfig parse_config(const fs::path& dir) {
         if (!rs.is_object()) throw FormatError(file.string() + ": \"rope_scaling\" must be an object or null");
         const Fields r{rs, file.string() + ": rope_scaling"};
         // Older transformers wrote "type", newer "rope_type".
-        std::string type = rs.contains("rope_type") ? rs["rope_type"].dump() : rs.contains("type") ? rs["type"].dump() : "";
+        std::string type = rs.contains("rope_type") ? describe(rs["rope_type"]) : rs.contains("type") ? describe(rs["type"]) : "";
         if (type != "\"llama3\"")
             throw UnsupportedError(file.string() + ": rope_scaling type " + (type.empty() ? "(none)" : type) +
                                    " is not supported (Strata implements Llama 3.1's \"llama3\")");

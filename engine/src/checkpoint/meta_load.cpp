@@ -19,6 +19,7 @@
 #include "torch_zip.hpp"
 #include "strata/error.hpp"
 #include "strata/model.hpp"
+#include "untrusted_json.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -32,12 +33,7 @@ json read_params(const fs::path& file) {
     if (!f) throw FormatError(file.string() + ": cannot open");
     std::ostringstream s;
     s << f.rdbuf();
-    json j;
-    try {
-        j = json::parse(s.str());
-    } catch (const json::exception& e) {
-        throw FormatError(file.string() + ": not valid JSON: " + e.what());
-    }
+    const json j = untrusted_json::parse<FormatError>(s.str(), file.string());
     if (!j.is_object()) throw FormatError(file.string() + ": not a JSON object");
     return j;
 }
@@ -49,18 +45,18 @@ struct Params {
     bool has(const char* k) const { return j.contains(k) && !j[k].is_null(); }
     int64_t integer(const char* k) const {
         if (!has(k)) throw FormatError(file + ": missing \"" + k + "\"");
-        if (!j[k].is_number_integer()) throw FormatError(file + ": \"" + k + "\" must be an integer, found " + j[k].dump());
+        if (!j[k].is_number_integer()) throw FormatError(file + ": \"" + k + "\" must be an integer, found " + untrusted_json::describe(j[k]));
         return j[k].get<int64_t>();
     }
     int64_t integer(const char* k, int64_t fallback) const { return has(k) ? integer(k) : fallback; }
     double number(const char* k, double fallback) const {
         if (!has(k)) return fallback;
-        if (!j[k].is_number()) throw FormatError(file + ": \"" + k + "\" must be a number, found " + j[k].dump());
+        if (!j[k].is_number()) throw FormatError(file + ": \"" + k + "\" must be a number, found " + untrusted_json::describe(j[k]));
         return j[k].get<double>();
     }
     bool boolean(const char* k, bool fallback) const {
         if (!has(k)) return fallback;
-        if (!j[k].is_boolean()) throw FormatError(file + ": \"" + k + "\" must be true or false, found " + j[k].dump());
+        if (!j[k].is_boolean()) throw FormatError(file + ": \"" + k + "\" must be true or false, found " + untrusted_json::describe(j[k]));
         return j[k].get<bool>();
     }
 };
@@ -186,12 +182,12 @@ std::unique_ptr<Model> load_meta(const fs::path& dir, const LoadProgress& progre
     if (!pkl) throw FormatError(fname + ": no <archive>/data.pkl member: not a torch.save checkpoint");
     const std::string prefix = pkl->name.substr(0, pkl->name.size() - 8);  // "consolidated/"
     if (const torch_zip::Member* bo = zip.find(prefix + "byteorder")) {
-        const auto b = zip.data(*bo);
+        const auto b = zip.checked_data(*bo);
         const std::string order(reinterpret_cast<const char*>(b.data()), b.size());
         if (order != "little")
             throw UnsupportedError(fname + ": tensors were saved " + order + "-endian; Strata reads little-endian");
     }
-    const std::vector<pickle::Tensor> records = pickle::read_state_dict(zip.data(*pkl), fname + ":" + pkl->name);
+    const std::vector<pickle::Tensor> records = pickle::read_state_dict(zip.checked_data(*pkl), fname + ":" + pkl->name);
 
     int64_t done = 0;
     const auto total = static_cast<int64_t>(records.size());

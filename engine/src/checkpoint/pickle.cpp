@@ -2,7 +2,10 @@
 //
 // Objects live in one arena and the stack, memo and containers hold indices into it. A hostile pickle can make a
 // list contain itself through the memo; with indices that is just a number, never a reference cycle, a leak or a
-// deep recursive destructor. Each opcode creates at most one object, so memory is bounded by the input size.
+// deep recursive destructor. The memo lets one object be named any number of times, so nothing is copied out of
+// an object whose size the file controls: storages and tensors refer to their records by index, the strings
+// they keep are short (checked before copying), and the counts of objects, records and dict entries are capped
+// at far more than any state dict needs. Memory is then bounded by a small multiple of the (capped) input.
 #include <bit>
 #include <cstdio>
 #include <cstring>
@@ -51,6 +54,14 @@ enum Op : uint8_t {
     TUPLE3 = 0x87,
     SHORT_BINUNICODE = 0x8c,
 };
+
+// Limits, each far beyond a real state dict (Llama 3 8B: a 40 KB pickle of ~5,000 objects and 291 tensors; a
+// 405B shard a few hundred KB).
+constexpr size_t kMaxObjects = size_t(1) << 20;  // objects of any kind
+constexpr size_t kMaxRecords = size_t(1) << 16;  // storages, tensors, state dict entries
+constexpr size_t kMaxName = 1024;                // a state dict key
+constexpr size_t kMaxKey = 256;                  // a storage key or location
+constexpr size_t kMaxRank = 8;                   // dimensions of a tensor
 
 enum class Kind : uint8_t { None, Bool, Int, Float, String, Tuple, List, Dict, Global, Storage, Tensor };
 
@@ -252,6 +263,8 @@ private:
 
     // ---- objects ----
     uint32_t make(Obj o) {
+        if (objs_.size() >= kMaxObjects)
+            fail("more than " + std::to_string(kMaxObjects) + " objects: far beyond any state dict");
         objs_.push_back(std::move(o));
         return static_cast<uint32_t>(objs_.size() - 1);
     }
@@ -301,6 +314,8 @@ private:
     }
     void put(uint32_t key) {
         if (stack_.empty()) underflow();
+        if (memo_.size() >= kMaxObjects && !memo_.count(key))
+            fail("more than " + std::to_string(kMaxObjects) + " memo entries: far beyond any state dict");
         memo_[key] = stack_.back();
     }
     void get(uint32_t key) {
@@ -330,6 +345,9 @@ private:
         if (t.items.size() != 5 || item(0, Kind::String).s != "storage")
             fail("persistent id is not ('storage', type, key, location, numel)");
         const std::string& type = item(1, Kind::Global).s;
+        if (item(2, Kind::String).s.size() > kMaxKey || item(3, Kind::String).s.size() > kMaxKey)
+            fail("a storage key or location longer than " + std::to_string(kMaxKey) + " bytes");
+        if (storages_.size() >= kMaxRecords) fail("more than " + std::to_string(kMaxRecords) + " storages");
         Storage s;
         if (type == "torch BFloat16Storage") s.dtype = DType::BF16;
         else if (type == "torch HalfStorage") s.dtype = DType::F16;
@@ -347,7 +365,11 @@ private:
 
     std::vector<int64_t> int_tuple(uint32_t o, const char* what) {
         std::vector<int64_t> v;
-        for (uint32_t x : obj_of(o, Kind::Tuple, what).items) {
+        const std::vector<uint32_t>& items = obj_of(o, Kind::Tuple, what).items;
+        if (items.size() > kMaxRank)
+            fail(std::string(what) + " has " + std::to_string(items.size()) + " dimensions (at most " +
+                 std::to_string(kMaxRank) + ")");
+        for (uint32_t x : items) {
             const Obj& e = obj_of(x, Kind::Int, what);
             if (e.i < 0) fail(std::string(what) + " holds the negative value " + std::to_string(e.i));
             v.push_back(e.i);
@@ -357,7 +379,10 @@ private:
 
     uint32_t reduce(uint32_t callable, uint32_t args) {
         const std::string g = obj_of(callable, Kind::Global, "REDUCE").s;
-        const std::vector<uint32_t> a = obj_of(args, Kind::Tuple, "REDUCE").items;
+        const std::vector<uint32_t>& args_items = obj_of(args, Kind::Tuple, "REDUCE").items;
+        if (args_items.size() > 7)  // _rebuild_tensor_v2 takes at most 7; the copy below stays small
+            fail(g + " called with " + std::to_string(args_items.size()) + " arguments");
+        const std::vector<uint32_t> a = args_items;
         if (g == "collections OrderedDict") {
             if (!a.empty()) fail("OrderedDict called with arguments");
             return make(Kind::Dict);
@@ -365,8 +390,9 @@ private:
         if (g == "torch._utils _rebuild_tensor_v2") {
             // (storage, storage_offset, size, stride, requires_grad, backward_hooks[, metadata])
             if (a.size() < 4) fail("_rebuild_tensor_v2 called with " + std::to_string(a.size()) + " arguments");
-            Tensor t;
-            t.storage = storages_[static_cast<size_t>(obj_of(a[0], Kind::Storage, "_rebuild_tensor_v2 storage").i)];
+            if (tensors_.size() >= kMaxRecords) fail("more than " + std::to_string(kMaxRecords) + " tensors");
+            Record t;
+            t.storage = static_cast<size_t>(obj_of(a[0], Kind::Storage, "_rebuild_tensor_v2 storage").i);
             t.storage_offset = obj_of(a[1], Kind::Int, "_rebuild_tensor_v2 storage_offset").i;
             if (t.storage_offset < 0) fail("negative storage offset " + std::to_string(t.storage_offset));
             t.shape = int_tuple(a[2], "_rebuild_tensor_v2 size");
@@ -389,19 +415,24 @@ private:
                               ", not a state dict of tensors");
         std::vector<Tensor> out;
         std::unordered_set<std::string> names;
+        if (d.items.size() / 2 > kMaxRecords)
+            throw FormatError(file_ + ": a state dict of " + std::to_string(d.items.size() / 2) +
+                              " entries is beyond any model's (at most " + std::to_string(kMaxRecords) + ")");
         for (size_t k = 0; k + 1 < d.items.size(); k += 2) {
             const Obj& key = objs_[d.items[k]];
             const Obj& value = objs_[d.items[k + 1]];
             if (key.kind != Kind::String)
                 throw FormatError(file_ + ": state dict key " + std::to_string(k / 2) + " is a " +
                                   kind_name(key.kind) + ", not a name");
+            if (key.s.size() > kMaxName)
+                throw FormatError(file_ + ": state dict key " + std::to_string(k / 2) + " is " +
+                                  std::to_string(key.s.size()) + " bytes long (at most " + std::to_string(kMaxName) + ")");
             if (value.kind != Kind::Tensor)
                 throw FormatError(file_ + ": state dict entry " + key.s + " is a " + kind_name(value.kind) +
                                   ", not a tensor");
             if (!names.insert(key.s).second) throw FormatError(file_ + ": state dict key " + key.s + " appears twice");
-            Tensor t = tensors_[static_cast<size_t>(value.i)];
-            t.name = key.s;
-            out.push_back(std::move(t));
+            const Record& r = tensors_[static_cast<size_t>(value.i)];
+            out.push_back(Tensor{key.s, storages_[r.storage], r.storage_offset, r.shape, r.stride});
         }
         return out;
     }
@@ -414,16 +445,22 @@ private:
     std::vector<uint32_t> stack_;
     std::vector<size_t> marks_;
     std::unordered_map<uint32_t, uint32_t> memo_;
+    // A _rebuild_tensor_v2 call: its storage by index (a storage named by many tensors is not copied).
+    struct Record {
+        size_t storage = 0;
+        int64_t storage_offset = 0;
+        std::vector<int64_t> shape, stride;
+    };
     std::vector<Storage> storages_;
-    std::vector<Tensor> tensors_;
+    std::vector<Record> tensors_;
 };
 
 }  // namespace
 
 std::vector<Tensor> read_state_dict(std::span<const std::byte> bytes, const std::string& file) {
-    // Each opcode can make an object of tens of bytes; a state dict pickle is kilobytes (a few MB for the largest
-    // models), so a huge one is refused before it can cost gigabytes.
-    constexpr size_t kMaxPickle = size_t(256) << 20;
+    // Each opcode can make an object of tens of bytes; a state dict pickle is kilobytes (a few hundred KB for the
+    // largest models), so a huge one is refused before it can cost gigabytes.
+    constexpr size_t kMaxPickle = size_t(16) << 20;
     if (bytes.size() > kMaxPickle)
         throw FormatError(file + ": a pickle of " + std::to_string(bytes.size()) +
                           " bytes is far larger than any state dict's (at most " + std::to_string(kMaxPickle) + ")");

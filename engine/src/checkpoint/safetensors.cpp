@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "strata/error.hpp"
+#include "untrusted_json.hpp"
 
 namespace strata::safetensors {
 
@@ -55,7 +56,7 @@ DType parse_dtype(const json& j, const std::string& file, const std::string& nam
 // An unsigned JSON integer, or a FormatError saying which field of which tensor is wrong.
 uint64_t parse_uint(const json& j, const std::string& file, const std::string& name, const char* what) {
     if (!j.is_number_unsigned())
-        throw FormatError(file + ": tensor " + name + ": " + what + " must be a non-negative integer, found " + j.dump());
+        throw FormatError(file + ": tensor " + name + ": " + what + " must be a non-negative integer, found " + untrusted_json::describe(j));
     return j.get<uint64_t>();
 }
 
@@ -80,13 +81,8 @@ Header parse(std::span<const std::byte> bytes, const std::string& file) {
     h.data_start = 8 + n;
     const uint64_t data_size = size - h.data_start;
 
-    json root;
-    try {
-        const char* p = reinterpret_cast<const char*>(bytes.data() + 8);
-        root = json::parse(p, p + n);
-    } catch (const json::exception& e) {
-        throw FormatError(file + ": the JSON header (bytes 8.." + str(8 + n) + ") is not valid JSON: " + e.what());
-    }
+    const json root = untrusted_json::parse<FormatError>(
+        std::string_view(reinterpret_cast<const char*>(bytes.data() + 8), n), file + ": the JSON header (bytes 8.." + str(8 + n) + ")");
     if (!root.is_object()) throw FormatError(file + ": the JSON header is not an object");
 
     for (const auto& [name, v] : root.items()) {
@@ -113,20 +109,20 @@ Header parse(std::span<const std::byte> bytes, const std::string& file) {
         unsigned __int128 numel = 1;
         for (const json& d : shape) {
             if (!d.is_number_unsigned())
-                throw FormatError(file + ": tensor " + name + ": shape " + shape.dump() +
+                throw FormatError(file + ": tensor " + name + ": shape " + untrusted_json::describe(shape) +
                                   " has a dimension that is not a non-negative integer");
             const uint64_t x = d.get<uint64_t>();
             if (x > (uint64_t(1) << 40))
-                throw FormatError(file + ": tensor " + name + ": shape " + shape.dump() + " has an absurd dimension");
+                throw FormatError(file + ": tensor " + name + ": shape " + untrusted_json::describe(shape) + " has an absurd dimension");
             numel *= x;
             if (numel > (static_cast<unsigned __int128>(1) << 62))
-                throw FormatError(file + ": tensor " + name + ": shape " + shape.dump() + " has too many elements");
+                throw FormatError(file + ": tensor " + name + ": shape " + untrusted_json::describe(shape) + " has too many elements");
             e.shape.push_back(static_cast<int64_t>(x));
         }
 
         const json& off = v["data_offsets"];
         if (!off.is_array() || off.size() != 2)
-            throw FormatError(file + ": tensor " + name + ": \"data_offsets\" must be [begin, end], found " + off.dump());
+            throw FormatError(file + ": tensor " + name + ": \"data_offsets\" must be [begin, end], found " + untrusted_json::describe(off));
         const uint64_t begin = parse_uint(off[0], file, name, "data_offsets[0]");
         const uint64_t end = parse_uint(off[1], file, name, "data_offsets[1]");
         if (end < begin)

@@ -3,6 +3,7 @@
 #include "torch_zip.hpp"
 
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <unordered_set>
 
@@ -111,7 +112,6 @@ Archive::Archive(std::span<const std::byte> bytes, std::string file) : bytes_(by
                  std::to_string(cd_size) + " bytes holds at most " + std::to_string(cd_size / kCentralSize),
              end);
 
-    std::unordered_set<std::string> seen;
     members_.reserve(entries);
     uint64_t at = cd_offset;
     const uint64_t cd_end = cd_offset + cd_size;
@@ -154,16 +154,29 @@ Archive::Archive(std::span<const std::byte> bytes, std::string file) : bytes_(by
             }
             x += 4 + len;
         }
-        if (!seen.insert(m.name).second) fail("member " + m.name + " appears twice in the central directory", at);
+        if (!index_.emplace(m.name, members_.size()).second)
+            fail("member " + m.name + " appears twice in the central directory", at);
         members_.push_back(std::move(m));
         at += kCentralSize + nlen + xlen + clen;
     }
 }
 
 const Member* Archive::find(std::string_view name) const {
-    for (const Member& m : members_)
-        if (m.name == name) return &m;
-    return nullptr;
+    const auto it = index_.find(std::string(name));
+    return it == index_.end() ? nullptr : &members_[it->second];
+}
+
+std::span<const std::byte> Archive::checked_data(const Member& m) const {
+    const std::span<const std::byte> d = data(m);
+    const uint32_t crc = crc32(0, d.data(), d.size());
+    if (crc != m.crc32) {
+        char got[16], want[16];
+        std::snprintf(got, sizeof got, "%08x", crc);
+        std::snprintf(want, sizeof want, "%08x", m.crc32);
+        throw FormatError(file_ + ": member " + m.name + " is damaged: its CRC-32 is " + got +
+                          " but the central directory says " + want);
+    }
+    return d;
 }
 
 uint64_t Archive::data_offset(const Member& m) const {

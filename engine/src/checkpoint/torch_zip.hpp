@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace strata::torch_zip {
@@ -32,18 +33,23 @@ public:
     Archive(std::span<const std::byte> bytes, std::string file);
 
     const std::vector<Member>& members() const { return members_; }
+    // By name, in constant time (a crafted archive with many members must not make loading quadratic).
     const Member* find(std::string_view name) const;
     // The member's data as it lies in the archive (the local header is checked). FormatError when the member is
     // compressed or encrypted (only stored members can be mapped in place) or its data leaves the file.
     std::span<const std::byte> data(const Member& m) const;
     // Offset of the member's data inside the archive file.
     uint64_t data_offset(const Member& m) const;
+    // data(), after checking the member's CRC-32 against the central directory (FormatError when it differs).
+    // For the small members whose bytes are parsed (data.pkl, byteorder); tensor data is mapped, not read.
+    std::span<const std::byte> checked_data(const Member& m) const;
     const std::string& file() const { return file_; }
 
 private:
     std::span<const std::byte> bytes_;
     std::string file_;
     std::vector<Member> members_;
+    std::unordered_map<std::string, size_t> index_;  // name -> position in members_
 };
 
 // CRC-32 (IEEE 802.3, as ZIP uses it), continued from `crc` (0 to start).

@@ -12,6 +12,7 @@
 #include "tokenizer/splitter.hpp"
 #include "tokenizer/tokenizer_impl.hpp"
 #include "tokenizer/utf8.hpp"
+#include "untrusted_json.hpp"
 
 namespace fs = std::filesystem;
 
@@ -23,6 +24,11 @@ std::string read_whole(const fs::path& file) {
     std::error_code ec;
     if (!fs::exists(file, ec)) throw TokenizerError("tokenizer file not found: " + file.string());
     if (fs::is_directory(file, ec)) throw TokenizerError("expected a tokenizer file but found a folder: " + file.string());
+    // Llama 3's tokenizer.json is about 9 MB and tokenizer.model 2 MB: a file far larger is not a tokenizer.
+    constexpr uintmax_t kMaxBytes = 64ull << 20;
+    if (const uintmax_t size = fs::file_size(file, ec); !ec && size > kMaxBytes)
+        throw TokenizerError(file.string() + ": " + std::to_string(size) + " bytes is larger than the " +
+                             std::to_string(kMaxBytes) + "-byte limit for a tokenizer file");
     std::ifstream in(file, std::ios::binary);
     if (!in) throw TokenizerError("cannot open tokenizer file " + file.string());
     std::ostringstream ss;
@@ -92,18 +98,13 @@ void collect_regexes(const nlohmann::json& j, std::vector<std::string>& out) {
 Tokenizer Tokenizer::from_hf_json(const fs::path& file) { return from_hf_json_text(read_whole(file), file.string()); }
 
 Tokenizer Tokenizer::from_hf_json_text(std::string_view text, const std::string& where) {
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-        throw TokenizerError(where + ": not valid JSON (" + std::to_string(text.size()) + " bytes): " + e.what());
-    }
+    const nlohmann::json j = untrusted_json::parse<TokenizerError>(text, where);
     if (!j.is_object()) throw TokenizerError(where + ": expected a JSON object at the top, found " + std::string(j.type_name()));
     auto model = j.find("model");
     if (model == j.end() || !model->is_object()) throw TokenizerError(where + ": no \"model\" object");
     auto type = model->find("type");
     if (type != model->end() && (!type->is_string() || type->get<std::string>() != "BPE"))
-        throw TokenizerError(where + ": model.type is " + type->dump() + ", expected \"BPE\" (Llama 3 is byte-level BPE)");
+        throw TokenizerError(where + ": model.type is " + untrusted_json::describe(*type) + ", expected \"BPE\" (Llama 3 is byte-level BPE)");
     if (auto pre = j.find("pre_tokenizer"); pre != j.end()) {
         std::vector<std::string> regexes;
         collect_regexes(*pre, regexes);
@@ -124,7 +125,7 @@ Tokenizer Tokenizer::from_hf_json_text(std::string_view text, const std::string&
     std::vector<std::string> bytes;
     for (const auto& [token, idj] : vocab->items()) {
         if (!idj.is_number_integer() || idj.get<int64_t>() < 0 || idj.get<int64_t>() >= max_id)
-            throw TokenizerError(where + ": model.vocab[\"" + shorten(token) + "\"] is " + shorten(idj.dump()) +
+            throw TokenizerError(where + ": model.vocab[\"" + shorten(token) + "\"] is " + untrusted_json::describe(idj) +
                                  ", expected an id in 0.." + std::to_string(max_id - 1) + " (the file has " +
                                  std::to_string(max_id) + " tokens)");
         const auto id = static_cast<size_t>(idj.get<int64_t>());
@@ -148,7 +149,7 @@ Tokenizer Tokenizer::from_hf_json_text(std::string_view text, const std::string&
             if (!a.is_object() || id == a.end() || content == a.end() || !id->is_number_integer() ||
                 !content->is_string() || id->get<int64_t>() < 0 || id->get<int64_t>() >= max_id)
                 throw TokenizerError(where + ": added_tokens[" + std::to_string(i) +
-                                     "] needs an integer \"id\" in range and a string \"content\", found " + shorten(a.dump(), 120));
+                                     "] needs an integer \"id\" in range and a string \"content\", found " + untrusted_json::describe(a));
             specials.emplace_back(content->get<std::string>(), static_cast<int32_t>(id->get<int64_t>()));
         }
     }
@@ -314,10 +315,9 @@ Tokenizer load_tokenizer_for(const fs::path& path) {
         // specials differently. A params.json that does not parse is the checkpoint loader's to report.
         if (fs::is_regular_file(path / "params.json", ec)) {
             try {
-                std::ifstream in(path / "params.json");
-                auto p = nlohmann::json::parse(in);
+                const auto p = untrusted_json::parse<FormatError>(read_whole(path / "params.json"), "params.json");
                 if (p.is_object() && p.value("use_scaled_rope", false) == true) names = MetaSpecials::Llama31;
-            } catch (const nlohmann::json::exception&) {
+            } catch (const Error&) {
             }
         }
         return Tokenizer::from_tiktoken(path / "tokenizer.model", names);
