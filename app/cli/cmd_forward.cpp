@@ -87,7 +87,7 @@ int run_forward(const Args& args) {
         for (const PatchSpec& p : specs) request.interventions.push_back(patch_from(donor, p));
     }
     KVCache cache(*m.backend, model.config, std::max<int64_t>(T, 1));
-    const Trace trace = transformer.prefill(cache, ids, request);
+    const Trace trace = transformer.prefill(cache, ids, request, catch_interrupts());
 
     const TracedTensor& logits = *trace.find("logits");  // [T, vocab]
     nlohmann::json positions = nlohmann::json::array();

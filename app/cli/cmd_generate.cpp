@@ -62,8 +62,9 @@ int run_generate(const Args& args) {
     const int64_t context = std::min<int64_t>(model.config.max_seq_len,
                                               static_cast<int64_t>(prompt.size()) + std::max<int64_t>(options.max_tokens, 1));
     Session session(model, *m.backend, context);
+    const std::atomic<bool>* interrupted = catch_interrupts();
     const auto t0 = std::chrono::steady_clock::now();
-    session.feed(prompt);
+    session.feed(prompt, {}, interrupted);
     const auto t1 = std::chrono::steady_clock::now();
 
     std::vector<int32_t> ids;
@@ -82,7 +83,7 @@ int run_generate(const Args& args) {
             ids.push_back(g.id);
             emit(decoder.push(g.id));
             return true;
-        });
+        }, interrupted);
     emit(decoder.flush());
     const auto t2 = std::chrono::steady_clock::now();
     const double prefill_s = std::chrono::duration<double>(t1 - t0).count();
@@ -104,7 +105,8 @@ int run_generate(const Args& args) {
         std::fprintf(stderr, "[%zu prompt tokens, %zu generated, %.2f tokens/s, stop: %s]\n", prompt.size(),
                      ids.size(), tok_s, std::string(stop_reason_name(reason)).c_str());
     }
-    return 0;
+    // Ctrl-C: what was generated is printed above; the status says it was interrupted.
+    return reason == StopReason::Cancelled ? 130 : 0;
 }
 
 }  // namespace

@@ -27,6 +27,7 @@ int run_patch(const Args& args) {
     const int32_t answer = token_arg(args, "answer"), foil = token_arg(args, "foil");
     PatchSweepOptions options;
     options.site = parse_patch_site_kind(args.get_or("site", "h"));
+    options.cancel = catch_interrupts();
 
     LoadedModel m = load_model_and_backend(args);
     Transformer transformer(*m.model, *m.backend);

@@ -74,7 +74,8 @@ int run_quantize(const Args& args) {
                                           static_cast<long long>(done + 1), static_cast<long long>(total),
                                           name.c_str(), std::string(dtype_name(to)).c_str());
                              if (done + 1 == total) std::fprintf(stderr, "\n");
-                         });
+                         },
+                         catch_interrupts());
 
     nlohmann::json tensors = nlohmann::json::object();
     for (const auto& [cls, types] : chosen) {

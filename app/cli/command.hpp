@@ -1,6 +1,7 @@
 #pragma once
 // strata-cli's subcommands: each .cpp in app/cli registers one with STRATA_COMMAND. Output is JSON on stdout;
 // errors are one line on stderr ("error: ...") and a non-zero exit status.
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -67,6 +68,11 @@ struct Command {
 };
 
 bool register_command(const Command& c);
+
+// Ctrl-C for the commands that can stop cleanly: once this is called, the first SIGINT only sets the returned
+// flag (the command stops at its next check, removes what it was writing, and exits 130 through Cancelled); a
+// second SIGINT ends the process at once. Commands that do not call it keep the default: Ctrl-C ends them.
+const std::atomic<bool>* catch_interrupts();
 const std::map<std::string, Command>& commands();
 
 }  // namespace strata::cli

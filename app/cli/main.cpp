@@ -1,4 +1,5 @@
 // strata-cli: dispatch to the registered subcommands; turn engine errors into a message and an exit status.
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -23,6 +24,21 @@ bool register_command(const Command& c) {
     return true;
 }
 const std::map<std::string, Command>& commands() { return registry(); }
+
+namespace {
+std::atomic<bool> g_interrupted{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "the SIGINT handler stores into it");
+extern "C" void on_sigint(int) { g_interrupted.store(true); }
+}  // namespace
+
+const std::atomic<bool>* catch_interrupts() {
+    struct sigaction sa {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;  // the second Ctrl-C gets the default action: the process ends
+    sigaction(SIGINT, &sa, nullptr);
+    return &g_interrupted;
+}
 
 Args::Args(int argc, char** argv, int first) {
     for (int i = first; i < argc; ++i) {

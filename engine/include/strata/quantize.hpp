@@ -17,6 +17,7 @@
 //   a K type (256) on a row % 256 != 0  ->  Q8_0 (llama.cpp uses Q5_0/Q5_1 for Q4_K/Q5_K, which Strata does not
 //                                           read; Q8_0 is its own choice for Q6_K)
 //   Q8_0 / Q4_0 (32) on a row % 32 != 0 ->  F16
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -55,6 +56,7 @@ std::vector<TensorPlan> quant_plan(const Model& model, const QuantScheme& scheme
 // on_tensor as in GgufWriteOptions.
 void write_quantized_gguf(const Model& model, const std::filesystem::path& out, const QuantScheme& scheme,
                           const std::vector<TensorPlan>& plan, int threads = 0,
-                          std::function<void(const std::string&, DType, int64_t, int64_t)> on_tensor = {});
+                          std::function<void(const std::string&, DType, int64_t, int64_t)> on_tensor = {},
+                          const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace strata

@@ -2,6 +2,7 @@
 // Writing a loaded model in the other checkpoint formats. Writers read canonical rows (TensorView::row_ptr undoes
 // Hugging Face's q/k permutation), so every output is in Meta's interleaved layout, and tensors keep their stored
 // type (F32/F16/BF16 or ggml blocks): the bytes of each canonical row are copied unchanged.
+#include <atomic>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -31,6 +32,9 @@ struct GgufWriteOptions {
     int threads = 0;                    // conversion threads (0 = hardware concurrency)
     // Called before each tensor is written: (canonical name, type written, tensors done, tensors total).
     std::function<void(const std::string&, DType, int64_t, int64_t)> on_tensor;
+    // Checked between batches of rows: when it becomes true, writing stops with Cancelled and the temporary file
+    // is removed (strata-cli's Ctrl-C).
+    const std::atomic<bool>* cancel = nullptr;
 };
 // As above; the file appears under `out` only when complete: it is written to a temporary name in the same
 // folder and renamed, and the temporary is removed when anything fails.

@@ -76,23 +76,35 @@ std::string gguf_name(const std::string& canonical) {
 
 // Streams a tensor's canonical rows: a permuted (Hugging Face) q/k is written row by row in Meta order, anything
 // else in one piece.
-void write_rows(std::ostream& os, const TensorView& t) {
+void check_cancel(const std::atomic<bool>* cancel) {
+    if (cancel && cancel->load()) throw Cancelled();
+}
+
+void write_rows(std::ostream& os, const TensorView& t, const std::atomic<bool>* cancel) {
     if (t.rope_heads <= 0 || t.shape.size() < 2) {
-        os.write(reinterpret_cast<const char*>(t.data), static_cast<std::streamsize>(t.nbytes));
+        constexpr uint64_t kPiece = 4ull << 20;  // a cancel is noticed within a few MB
+        for (uint64_t at = 0; at < t.nbytes; at += kPiece) {
+            check_cancel(cancel);
+            os.write(reinterpret_cast<const char*>(t.data + at), static_cast<std::streamsize>(std::min(kPiece, t.nbytes - at)));
+        }
         return;
     }
-    for (int64_t r = 0; r < t.rows(); ++r)
+    for (int64_t r = 0; r < t.rows(); ++r) {
+        if (r % 1024 == 0) check_cancel(cancel);
         os.write(reinterpret_cast<const char*>(t.row_ptr(r)), static_cast<std::streamsize>(t.row_bytes()));
+    }
 }
 
 // Streams a tensor's canonical rows converted to `to`: batches of rows (about 4 MiB of float32) are widened and
 // converted in parallel, then written in order.
-void write_converted(std::ostream& os, const TensorView& t, DType to, cpu::ThreadPool& pool) {
+void write_converted(std::ostream& os, const TensorView& t, DType to, cpu::ThreadPool& pool,
+                     const std::atomic<bool>* cancel) {
     const int64_t rows = t.shape.size() < 2 ? 1 : t.rows(), cols = t.cols();
     const uint64_t out_row = dtype_bytes(to, cols);
     const int64_t batch = std::max<int64_t>(1, (int64_t{1} << 20) / std::max<int64_t>(cols, 1));
     std::vector<std::byte> buf(static_cast<size_t>(std::min(batch, rows)) * out_row);
     for (int64_t r0 = 0; r0 < rows; r0 += batch) {
+        check_cancel(cancel);
         const int64_t n = std::min(batch, rows - r0);
         pool.parallel_for(n, 1, [&](int64_t i0, int64_t i1) {
             std::vector<float> f(static_cast<size_t>(cols));  // [cols]
@@ -283,7 +295,7 @@ void write_gguf(const Model& model, const fs::path& final_out, const GgufWriteOp
             w.add_tensor(gguf_name(name), std::move(ne), gguf::type_id(t.dtype), t.nbytes,
                          [&, name, to](std::ostream& os) {
                              if (options.on_tensor) options.on_tensor(name, to, done++, total);
-                             write_rows(os, t);
+                             write_rows(os, t, options.cancel);
                          });
             continue;
         }
@@ -291,7 +303,7 @@ void write_gguf(const Model& model, const fs::path& final_out, const GgufWriteOp
         const uint64_t nbytes = dtype_bytes(to, cols) * static_cast<uint64_t>(t.shape.size() < 2 ? 1 : t.rows());
         w.add_tensor(gguf_name(name), std::move(ne), gguf::type_id(to), nbytes, [&, name, to](std::ostream& os) {
             if (options.on_tensor) options.on_tensor(name, to, done++, total);
-            write_converted(os, t, to, *pool);
+            write_converted(os, t, to, *pool, options.cancel);
         });
     }
     try {

@@ -96,12 +96,14 @@ std::vector<TensorPlan> quant_plan(const Model& model, const QuantScheme& scheme
 
 void write_quantized_gguf(const Model& model, const std::filesystem::path& out, const QuantScheme& scheme,
                           const std::vector<TensorPlan>& plan, int threads,
-                          std::function<void(const std::string&, DType, int64_t, int64_t)> on_tensor) {
+                          std::function<void(const std::string&, DType, int64_t, int64_t)> on_tensor,
+                          const std::atomic<bool>* cancel) {
     GgufWriteOptions o;
     for (const TensorPlan& p : plan) o.types[p.name] = p.to;
     o.file_type = scheme.file_type;
     o.threads = threads;
     o.on_tensor = std::move(on_tensor);
+    o.cancel = cancel;
     write_gguf(model, out, o);
 }
 

@@ -1,0 +1,98 @@
+// Ctrl-C in strata-cli: an interrupted quantize removes its temporary file, leaves no output and exits 130; an
+// interrupted generate stops between tokens and exits 130.
+#include <chrono>
+#include <csignal>
+#include <thread>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include "catch.hpp"
+#include "strata/demo.hpp"
+#include "support.hpp"
+
+extern char** environ;
+
+namespace fs = std::filesystem;
+using namespace strata;
+
+namespace {
+
+struct Child {
+    pid_t pid = -1;
+    explicit Child(const std::vector<std::string>& args, const fs::path& log) {
+        std::vector<char*> argv;
+        std::string cli = test::cli_path().string();
+        argv.push_back(cli.data());
+        std::vector<std::string> copy = args;
+        for (std::string& a : copy) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+        posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        REQUIRE(posix_spawn(&pid, cli.c_str(), &fa, nullptr, argv.data(), environ) == 0);
+        posix_spawn_file_actions_destroy(&fa);
+    }
+    int wait_status() {
+        int st = 0;
+        REQUIRE(waitpid(pid, &st, 0) == pid);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+    }
+};
+
+// Waits (up to 60 s) until `ready` holds.
+template <class F>
+bool wait_for(F ready) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < until) {
+        if (ready()) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return false;
+}
+
+const fs::path& demo() {
+    static const fs::path d = [] {
+        const fs::path dir = test::temp_dir("interrupt-demo");
+        make_demo_model(dir, test::tokenizer_json());
+        return dir;
+    }();
+    return d;
+}
+
+}  // namespace
+
+TEST_CASE("Ctrl-C during quantize removes the temporary file and exits 130", "[cli][interrupt]") {
+    const fs::path out_dir = test::temp_dir("interrupt-quantize");
+    const fs::path out = out_dir / "demo.gguf";
+    const fs::path log = out_dir / "stderr.txt";
+    Child c({"quantize", "--model", demo().string(), "--out", out.string(), "--type", "Q4_K_M", "--threads", "1"}, log);
+    auto temp_exists = [&] {
+        for (const auto& e : fs::directory_iterator(out_dir))
+            if (e.path().filename().string().rfind(".demo.gguf.tmp-", 0) == 0) return true;
+        return false;
+    };
+    REQUIRE(wait_for(temp_exists));  // the writing has started
+    kill(c.pid, SIGINT);
+    const int status = c.wait_status();
+    INFO(test::read_file(log));
+    CHECK(status == 130);
+    CHECK_FALSE(temp_exists());
+    CHECK_FALSE(fs::exists(out));
+    CHECK(test::read_file(log).find("cancelled") != std::string::npos);
+}
+
+TEST_CASE("Ctrl-C during generate stops between tokens and exits 130", "[cli][interrupt]") {
+    const fs::path dir = test::temp_dir("interrupt-generate");
+    const fs::path log = dir / "stderr.txt";
+    Child c({"generate", "--model", demo().string(), "--text", "Once upon a time", "--max-tokens", "100000",
+             "--temperature", "0.8", "--threads", "1"},
+            log);
+    // The prompt has run once the first token is out; stdout is /dev/null, so give it a moment instead.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    kill(c.pid, SIGINT);
+    CHECK(c.wait_status() == 130);
+    CHECK(test::read_file(log).find("stop: cancelled") != std::string::npos);
+}
