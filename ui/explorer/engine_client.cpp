@@ -18,6 +18,10 @@ EngineClient::EngineClient(QObject* parent) : QObject(parent), worker_(new Engin
     connect(worker_, &EngineWorker::cancelled, this, &EngineClient::cancelled);
     connect(worker_, &EngineWorker::failed, this, &EngineClient::failed);
     connect(worker_, &EngineWorker::devicesListed, this, &EngineClient::devicesListed);
+    connect(worker_, &EngineWorker::compareFinished, this, &EngineClient::compareFinished);
+    connect(worker_, &EngineWorker::sweepProgress, this, &EngineClient::sweepProgress);
+    connect(worker_, &EngineWorker::sweepFinished, this, &EngineClient::sweepFinished);
+    connect(worker_, &EngineWorker::attributionFinished, this, &EngineClient::attributionFinished);
     thread_.start();
 }
 
@@ -43,9 +47,9 @@ void EngineClient::listDevices() {
     QMetaObject::invokeMethod(worker_, [w = worker_] { w->listDevices(); });
 }
 
-qint64 EngineClient::run(const QString& prompt, bool logitLens) {
+qint64 EngineClient::run(const QString& prompt, bool logitLens, const AblationList& ablations) {
     const qint64 id = nextId_++;
-    QMetaObject::invokeMethod(worker_, [w = worker_, id, prompt, logitLens] { w->run(id, prompt, logitLens); });
+    QMetaObject::invokeMethod(worker_, [w = worker_, id, prompt, logitLens, ablations] { w->run(id, prompt, logitLens, ablations); });
     return id;
 }
 
@@ -67,9 +71,35 @@ qint64 EngineClient::exportWeight(const QString& name, const QString& file) {
     return id;
 }
 
-qint64 EngineClient::runTokens(const QString& label, const std::vector<int32_t>& tokens, bool logitLens) {
+qint64 EngineClient::runTokens(const QString& label, const std::vector<int32_t>& tokens, bool logitLens,
+                               const AblationList& ablations) {
     const qint64 id = nextId_++;
-    QMetaObject::invokeMethod(worker_, [w = worker_, id, label, tokens, logitLens] { w->runTokens(id, label, tokens, logitLens); });
+    QMetaObject::invokeMethod(worker_, [w = worker_, id, label, tokens, logitLens, ablations] {
+        w->runTokens(id, label, tokens, logitLens, ablations);
+    });
+    return id;
+}
+
+qint64 EngineClient::compare(const QString& clean, const QString& corrupt, const AblationList& ablations) {
+    const qint64 id = nextId_++;
+    QMetaObject::invokeMethod(worker_, [w = worker_, id, clean, corrupt, ablations] { w->compare(id, clean, corrupt, ablations); });
+    return id;
+}
+
+qint64 EngineClient::patchSweep(const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupt, int answer, int foil,
+                                PatchSite site, const AblationList& ablations) {
+    const qint64 id = nextId_++;
+    QMetaObject::invokeMethod(worker_, [w = worker_, id, clean, corrupt, answer, foil, site, ablations] {
+        w->patchSweep(id, clean, corrupt, answer, foil, int(site), ablations);
+    });
+    return id;
+}
+
+qint64 EngineClient::attribute(const std::vector<int32_t>& tokens, int target, int position, const AblationList& ablations) {
+    const qint64 id = nextId_++;
+    QMetaObject::invokeMethod(worker_, [w = worker_, id, tokens, target, position, ablations] {
+        w->attribute(id, tokens, target, position, ablations);
+    });
     return id;
 }
 

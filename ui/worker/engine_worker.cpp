@@ -14,6 +14,7 @@
 #include "strata/backend.hpp"
 #include "strata/demo.hpp"
 #include "strata/error.hpp"
+#include "strata/intervention.hpp"
 #include "strata/model.hpp"
 #include "strata/npy.hpp"
 #include "strata/transformer.hpp"
@@ -45,6 +46,10 @@ void registerWorkerTypes() {
     qRegisterMetaType<LensResultPtr>();
     qRegisterMetaType<NearestResultPtr>();
     qRegisterMetaType<WeightPreviewPtr>();
+    qRegisterMetaType<AblationList>();
+    qRegisterMetaType<CompareResultPtr>();
+    qRegisterMetaType<SweepResultPtr>();
+    qRegisterMetaType<AttributionResultPtr>();
 }
 
 EngineWorker::EngineWorker() = default;
@@ -229,6 +234,7 @@ void EngineWorker::load(qint64 id, const QString& path, const QString& backendNa
         transformer_ = std::move(transformer);
         backendNote_ = note;
         embeddingNorms_.clear();
+        plainCache_.reset();
         emit modelLoaded(id, summarize(*model_, backend_->info(), backendNote_));
     } catch (const Cancelled&) {
         emit cancelled(id, what);
@@ -286,54 +292,110 @@ TraceRequest EngineWorker::explorerRequest(const ModelConfig& c, int64_t T) {
 
 QString EngineWorker::tokenText(int32_t id) const { return displayToken(model_->tokenizer, id); }
 
-void EngineWorker::run(qint64 id, const QString& prompt, bool logitLens) { runTokens(id, prompt, {}, logitLens); }
+void EngineWorker::run(qint64 id, const QString& prompt, bool logitLens, const AblationList& ablations) {
+    runTokens(id, prompt, {}, logitLens, ablations);
+}
+
+std::vector<int32_t> EngineWorker::promptTokens(const QString& text) const {
+    std::vector<int32_t> tokens{model_->config.bos_id};
+    const std::vector<int32_t> body = model_->tokenizer.encode(text.toStdString());
+    tokens.insert(tokens.end(), body.begin(), body.end());
+    return tokens;
+}
+
+std::shared_ptr<RunResult> EngineWorker::prefillRun(qint64 id, const QString& prompt, const std::vector<int32_t>& tokens,
+                                                    const Interventions& interventions) {
+    const ModelConfig& c = model_->config;
+    auto r = std::make_shared<RunResult>();
+    r->id = id;
+    r->prompt = prompt;
+    r->tokens = tokens;
+    const int64_t T = int64_t(r->tokens.size());  // positions
+    const int64_t cap = std::min<int64_t>(c.max_seq_len, 4096);
+    if (T > cap) throw InputError("the prompt has " + std::to_string(T) + " tokens; the explorer takes at most " +
+                                  std::to_string(cap));
+
+    TraceRequest request = explorerRequest(c, T);
+    request.interventions = interventions;
+    KVCache cache(*backend_, c, T);
+    QElapsedTimer timer;
+    timer.start();
+    r->trace = transformer_->prefill(cache, r->tokens, request, &abort_);
+    r->seconds = double(timer.nsecsElapsed()) * 1e-9;
+    r->hasProbs = request.attention_probs;
+
+    if (const TracedTensor* logits = r->trace.find("logits")) {
+        for (int64_t t = 0; t < logits->rows; ++t) {
+            const auto st = analysis::logit_stats(
+                std::span<const float>(logits->data).subspan(size_t(t * logits->cols), size_t(logits->cols)));
+            r->logSumExp.push_back(st.log_sum_exp);
+            r->entropy.push_back(st.entropy);
+        }
+        // The statistics above are what the views need; keep full rows only while they are small.
+        if (logits->rows * logits->cols > (int64_t(16) << 20)) r->trace.tensors.erase("logits");
+    }
+    for (int32_t tok : r->tokens) r->tokenTexts << tokenText(tok);
+    for (const auto& row : r->trace.top_k)
+        for (const TokenScore& s : row) r->vocabText.emplace(s.id, tokenText(s.id));
+    return r;
+}
+
+RunResultPtr EngineWorker::plainRun(qint64 id, const QString& label, const std::vector<int32_t>& tokens) {
+    if (plainCache_ && plainCache_->tokens == tokens) return plainCache_;
+    plainCache_.reset();  // one kept trace at a time
+    auto r = prefillRun(id, label, tokens, {});
+    plainCache_ = r;
+    return r;
+}
+
+Interventions EngineWorker::resolve(const AblationList& ablations, const Trace* clean) const {
+    Interventions out;
+    for (const AblationSpec& a : ablations) {
+        for (Intervention& iv : parse_ablation(a.spec.toStdString(), model_->config)) {
+            if (a.mean) {
+                if (!clean) throw InputError("mean ablation of " + a.spec.toStdString() + " needs the plain run");
+                Intervention m = mean_ablation(iv, *clean);
+                m.label = iv.label.empty() ? a.label().toStdString() : iv.label + " (mean)";
+                out.push_back(std::move(m));
+            } else {
+                out.push_back(std::move(iv));
+            }
+        }
+    }
+    return out;
+}
+
+Interventions EngineWorker::resolveFor(qint64 id, const AblationList& ablations, const std::vector<int32_t>& tokens) {
+    const bool needsClean = std::any_of(ablations.begin(), ablations.end(), [](const AblationSpec& a) { return a.mean; });
+    if (!needsClean) return resolve(ablations, nullptr);
+    return resolve(ablations, &plainRun(id, QString(), tokens)->trace);
+}
 
 // Empty `tokens`: <|begin_of_text|> + the prompt as plain text.
-void EngineWorker::runTokens(qint64 id, const QString& prompt, const std::vector<int32_t>& tokens, bool logitLens) {
+void EngineWorker::runTokens(qint64 id, const QString& prompt, const std::vector<int32_t>& tokens, bool logitLens,
+                             const AblationList& ablations) {
     beginTask(id);
-    const QString what = tr("running the prompt");
+    const QString what = ablations.empty() ? tr("running the prompt") : tr("running the prompt with the ablations");
     if (!transformer_) {
         emit failed(id, what, tr("no model is open"));
         return;
     }
     try {
         const ModelConfig& c = model_->config;
-        auto r = std::make_shared<RunResult>();
-        r->id = id;
-        r->prompt = prompt;
-        if (tokens.empty()) {
-            r->tokens.push_back(c.bos_id);
-            const std::vector<int32_t> text = model_->tokenizer.encode(prompt.toStdString());
-            r->tokens.insert(r->tokens.end(), text.begin(), text.end());
+        const std::vector<int32_t> seq = tokens.empty() ? promptTokens(prompt) : tokens;
+        std::shared_ptr<RunResult> r;
+        if (ablations.empty()) {
+            plainCache_.reset();
+            r = prefillRun(id, prompt, seq, {});
+            plainCache_ = r;  // the clean run of an ablation asked for next
         } else {
-            r->tokens = tokens;
+            // The plain pass first (kept for the diff and for mean ablation), then the intervened one.
+            const RunResultPtr clean = plainRun(id, prompt, seq);
+            r = prefillRun(id, prompt, seq, resolve(ablations, &clean->trace));
+            r->ablations = ablations;
+            r->clean = clean;
         }
-        const int64_t T = int64_t(r->tokens.size());  // positions
-        const int64_t cap = std::min<int64_t>(c.max_seq_len, 4096);
-        if (T > cap) throw InputError("the prompt has " + std::to_string(T) + " tokens; the explorer takes at most " +
-                                      std::to_string(cap));
-
-        TraceRequest request = explorerRequest(c, T);
-        KVCache cache(*backend_, c, T);
-        QElapsedTimer timer;
-        timer.start();
-        r->trace = transformer_->prefill(cache, r->tokens, request, &abort_);
-        r->seconds = double(timer.nsecsElapsed()) * 1e-9;
-        r->hasProbs = request.attention_probs;
-
-        if (const TracedTensor* logits = r->trace.find("logits")) {
-            for (int64_t t = 0; t < logits->rows; ++t) {
-                const auto st = analysis::logit_stats(
-                    std::span<const float>(logits->data).subspan(size_t(t * logits->cols), size_t(logits->cols)));
-                r->logSumExp.push_back(st.log_sum_exp);
-                r->entropy.push_back(st.entropy);
-            }
-            // The statistics above are what the views need; keep full rows only while they are small.
-            if (logits->rows * logits->cols > (int64_t(16) << 20)) r->trace.tensors.erase("logits");
-        }
-        for (int32_t tok : r->tokens) r->tokenTexts << tokenText(tok);
-        for (const auto& row : r->trace.top_k)
-            for (const TokenScore& s : row) r->vocabText.emplace(s.id, tokenText(s.id));
+        const int64_t T = int64_t(r->tokens.size());
         emit runFinished(r);
 
         if (!logitLens) return;

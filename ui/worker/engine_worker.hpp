@@ -64,7 +64,8 @@ public slots:
     // Opens the demonstration model, writing it first (from the cached tokenizer) when it is missing.
     void openDemo(qint64 id, const QString& backend);
     // Prefills <|begin_of_text|> + the prompt, keeping the whole trace; then, when asked, the logit lens.
-    void run(qint64 id, const QString& prompt, bool logitLens);
+    // With ablations the result is the intervened pass, and carries the plain pass as RunResult::clean.
+    void run(qint64 id, const QString& prompt, bool logitLens, const strata::ui::AblationList& ablations = {});
     // The row of tok_embeddings of `token` and its k nearest tokens by cosine.
     void nearest(qint64 id, int token, int k);
     // A weight reduced for display (at most maxRows x maxCols cells).
@@ -72,7 +73,17 @@ public slots:
     // Writes a whole weight as float32 .npy.
     void exportWeight(qint64 id, const QString& name, const QString& file);
     // As run(), over exactly these tokens (a conversation with its template); `label` becomes the result's prompt.
-    void runTokens(qint64 id, const QString& label, const std::vector<int32_t>& tokens, bool logitLens);
+    void runTokens(qint64 id, const QString& label, const std::vector<int32_t>& tokens, bool logitLens,
+                   const strata::ui::AblationList& ablations = {});
+    // Causal tools (defined in worker/worker_causal.cpp). Each runs with `ablations` in force.
+    // Two prompts (<|begin_of_text|> + text each): residual differences and the last position's logit change.
+    void compare(qint64 id, const QString& clean, const QString& corrupt, const strata::ui::AblationList& ablations);
+    // The patching sweep of causal.hpp, with progress (sweepProgress) and cancel (cancelUpTo).
+    void patchSweep(qint64 id, const std::vector<int32_t>& clean, const std::vector<int32_t>& corrupt, int answer,
+                    int foil, int site, const strata::ui::AblationList& ablations);
+    // Direct logit attribution of `target` at `position` (-1: the last) over `tokens`.
+    void attribute(qint64 id, const std::vector<int32_t>& tokens, int target, int position,
+                   const strata::ui::AblationList& ablations);
     // Chat and logits explorer (defined in ui/chat/worker_chat.cpp): one reply, streamed token by token, reusing
     // the KV cache where the conversation is unchanged; stopped by request->stop, not by cancelUpTo.
     void chatGenerate(qint64 id, const strata::ui::ChatRequestPtr& request);
@@ -96,6 +107,10 @@ signals:
     void chatToken(qint64 id, const strata::ui::ChatTokenPtr& token);
     void chatFinished(qint64 id, const strata::ui::ChatOutcomePtr& outcome);
     void positionLogitsFinished(const strata::ui::PositionLogitsPtr& result);
+    void compareFinished(const strata::ui::CompareResultPtr& result);
+    void sweepProgress(qint64 id, qint64 done, qint64 total);
+    void sweepFinished(const strata::ui::SweepResultPtr& result);
+    void attributionFinished(const strata::ui::AttributionResultPtr& result);
     // The Vulkan devices by index ("llvmpipe (LLVM 15.0.6, 256 bits) (cpu)"), the one chosen by default (-1:
     // none), and, when there is no usable device, why.
     void devicesListed(const QStringList& devices, int chosen, const QString& problem);
@@ -104,6 +119,17 @@ private:
     void beginTask(qint64 id);
     void load(qint64 id, const QString& path, const QString& backend);
     QString tokenText(int32_t id) const;
+    std::vector<int32_t> promptTokens(const QString& text) const;  // <|begin_of_text|> + text
+    // The plain pass over `tokens` with the explorer's trace (cached: the last one is kept for the ablations'
+    // diff and mean ablation, so toggling an ablation does not rerun it).
+    RunResultPtr plainRun(qint64 id, const QString& label, const std::vector<int32_t>& tokens);
+    // The ablations as engine interventions; mean ablations take their means from `clean`'s trace.
+    Interventions resolve(const AblationList& ablations, const Trace* clean) const;
+    // As resolve(), running the plain pass over `tokens` first when a mean ablation needs it.
+    Interventions resolveFor(qint64 id, const AblationList& ablations, const std::vector<int32_t>& tokens);
+    // One prefill with the explorer's trace and the statistics the views need.
+    std::shared_ptr<RunResult> prefillRun(qint64 id, const QString& label, const std::vector<int32_t>& tokens,
+                                          const Interventions& interventions);
     ChatEngine& chatEngine();  // made on first use for the loaded model
 
     std::atomic<bool> abort_{false};
@@ -116,6 +142,7 @@ private:
     std::unique_ptr<ChatEngine> chat_;  // refers to model_ and backend_: released before them
     QString backendNote_;
     std::vector<float> embeddingNorms_;  // [vocab], computed on first use
+    RunResultPtr plainCache_;            // the last plain pass (plainRun), for this model
 };
 
 }  // namespace strata::ui
