@@ -57,7 +57,7 @@ TEST_CASE("the atlas names the parts as model.py does and counts their parameter
         const QModelIndex attention = atlas.index(1, 0, block);
         QStringList att;
         for (int r = 0; r < atlas.rowCount(attention); ++r) att << atlas.data(atlas.index(r, 0, attention)).toString();
-        CHECK(att == QStringList{"wq", "wk", "wv", "RoPE", "scores + softmax", "wo", "residual add"});
+        CHECK(att == QStringList{"wq", "wk", "wv", "RoPE", "scores + softmax", "heads", "wo", "residual add"});
         const QModelIndex ffn = atlas.index(3, 0, block);
         QStringList ff;
         for (int r = 0; r < atlas.rowCount(ffn); ++r) ff << atlas.data(atlas.index(r, 0, ffn)).toString();

@@ -141,6 +141,10 @@ void AtlasModel::build() {
                       QStringLiteral("layers.{N}.attention.probs"), QStringLiteral("attention_probs"),
                       QStringLiteral("[%1 heads, T, T]").arg(c.n_heads), i,
                       tr("softmax(q k\u1d40 / \u221ahead_dim + causal mask), per head; no parameters")));
+        a->add(opNode(QStringLiteral("block/attention/heads"), QStringLiteral("heads"), QStringLiteral("layers.{N}.attention.heads"),
+                      QStringLiteral("attention_heads"), QStringLiteral("[T, %1 heads \u00d7 %2]").arg(c.n_heads).arg(c.head_dim), i,
+                      tr("Every head's weighted values, softmax(scores) @ v, concatenated before wo; the columns a head "
+                         "ablation zeroes (right-click a column to ablate its head); no parameters")));
         a->add(weightNode(QStringLiteral("block/attention/wo"), QStringLiteral("wo"), QStringLiteral("layers.{N}.attention.wo"),
                           QStringLiteral("layers.{N}.attention_out"), QStringLiteral("w_wo"), QStringLiteral("attention_out"), i,
                           tr("Output projection of the concatenated heads")));

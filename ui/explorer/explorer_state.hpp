@@ -2,6 +2,9 @@
 // What the explorer is looking at: the model, the last run (its kept trace), the logit lens, and the selection
 // (layer, position, part of the model). Views read it and redraw on its signals; stepping through layers only
 // changes the selection, never recomputes.
+#include <map>
+#include <string>
+
 #include <QObject>
 #include <QString>
 
@@ -37,8 +40,21 @@ public:
 
     // `pattern` with {N} replaced by the selected layer.
     QString resolve(const QString& pattern) const;
-    // A tensor of the last run's trace, or nullptr.
+    // A tensor of the last run's trace, or nullptr. In diff mode (with ablations in force), the intervened
+    // tensor minus the clean run's, element by element (made on first use and kept for this run).
     const TracedTensor* traced(const QString& name) const;
+
+    // Ablations in force: every run repeats with them (the main window reruns on ablationsChanged).
+    const AblationList& ablations() const { return ablations_; }
+    void setAblations(const AblationList& ablations);
+    void addAblation(const AblationSpec& ablation);  // replaces the same spec in the other mode
+    void removeAblation(const QString& spec);
+    void clearAblations() { setAblations({}); }
+    bool isAblated(const QString& spec) const;
+    // Diff mode: traced() returns intervened - clean. Only meaningful while the run has a clean run.
+    bool diff() const { return diff_; }
+    bool showingDiff() const { return diff_ && run_ && run_->clean; }
+    void setDiff(bool on);
 
     void setModel(const ModelSummaryPtr& model);
     void setRun(const RunResultPtr& run);
@@ -54,6 +70,8 @@ signals:
     void layerChanged(int layer);
     void positionChanged(int position);
     void partChanged();
+    void ablationsChanged();
+    void diffChanged(bool on);
 
 private:
     ModelSummaryPtr model_;
@@ -62,6 +80,9 @@ private:
     int layer_ = 0;
     int position_ = 0;
     Part part_;
+    AblationList ablations_;
+    bool diff_ = false;
+    mutable std::map<std::string, TracedTensor> diffs_;  // name -> intervened - clean, for run_
 };
 
 }  // namespace strata::ui

@@ -3,12 +3,16 @@
 #include <algorithm>
 #include <cmath>
 
+#include <QContextMenuEvent>
 #include <QLabel>
+#include <QMenu>
 #include <QMouseEvent>
+#include <QToolButton>
 #include <QPainter>
 #include <QSpinBox>
 #include <QSplitter>
 
+#include "explorer/intervention_bar.hpp"
 #include "views/colormap.hpp"
 #include "worker/engine_worker.hpp"
 #include "views/heatmap_widget.hpp"
@@ -21,8 +25,21 @@ AttentionView::AttentionView(ExplorerState* state, EngineClient* client, QWidget
     headBox_ = new QSpinBox;
     headBox_->setPrefix(tr("head "));
     headBox_->setRange(0, 0);
+    ablate_ = new QToolButton;
+    ablate_->setObjectName(QStringLiteral("ablateHead"));
+    ablate_->setText(tr("Ablate head"));
+    ablate_->setToolTip(tr("Ablate the selected head (its columns of softmax(scores) @ values, before wo); right-click "
+                           "any head for the same"));
+    ablate_->setPopupMode(QToolButton::InstantPopup);
+    auto* ablateMenu = new QMenu(ablate_);
+    ablate_->setMenu(ablateMenu);
+    connect(ablateMenu, &QMenu::aboutToShow, this, [this, ablateMenu] {
+        ablateMenu->clear();
+        fillHeadMenu(ablateMenu, head_);
+    });
     controls()->addStretch(1);
     controls()->addWidget(headBox_);
+    controls()->addWidget(ablate_);
 
     grid_ = new HeadGrid;
     map_ = new HeatmapWidget;
@@ -47,6 +64,10 @@ AttentionView::AttentionView(ExplorerState* state, EngineClient* client, QWidget
         if (!s.isEmpty()) setReadout(tr("layers.%1 head %2 \u00b7 %3").arg(state_->layer()).arg(head_).arg(s));
     });
     connect(map_, &HeatmapWidget::rowClicked, state_, &ExplorerState::setPosition);
+    connect(grid_, &HeadGrid::headMenuRequested, this, &AttentionView::showHeadMenu);
+    map_->setContextMenuPolicy(Qt::CustomContextMenu);
+    connect(map_, &QWidget::customContextMenuRequested, this, [this](const QPoint& p) { showHeadMenu(head_, map_->mapToGlobal(p)); });
+    connect(state_, &ExplorerState::ablationsChanged, this, &AttentionView::refresh);
     connect(state_, &ExplorerState::runChanged, this, &AttentionView::refresh);
     connect(state_, &ExplorerState::layerChanged, this, &AttentionView::refresh);
     connect(state_, &ExplorerState::positionChanged, this, [this](int p) {
@@ -67,6 +88,24 @@ void AttentionView::setHead(int head) {
 
 bool AttentionView::hasContent() const { return map_->rows() > 0; }
 
+QString AttentionView::headSpec(int head) const { return QStringLiteral("layers.%1.attention.heads.%2").arg(state_->layer()).arg(head); }
+
+void AttentionView::fillHeadMenu(QMenu* menu, int head) {
+    if (!state_->run()) {
+        menu->addAction(tr("Run a prompt first"))->setEnabled(false);
+        return;
+    }
+    addAblationActions(menu, state_, headSpec(head), tr("head %1 of layers.%2").arg(head).arg(state_->layer()));
+}
+
+void AttentionView::showHeadMenu(int head, const QPoint& global) {
+    if (head < 0) return;
+    setHead(head);
+    QMenu menu;
+    fillHeadMenu(&menu, head);
+    menu.exec(global);
+}
+
 void AttentionView::refresh() {
     const QString name = QStringLiteral("layers.%1.attention.probs").arg(state_->layer());
     const TracedTensor* t = state_->traced(name);
@@ -81,6 +120,23 @@ void AttentionView::refresh() {
     const ModelConfig& c = state_->model()->config;
     const int heads = int(c.n_heads), T = int(run->tokens.size()), S = int(t->cols);
     headBox_->setRange(0, heads - 1);
+    // Diff mode: probabilities minus the clean run's, on a diverging scale around 0.
+    const bool diff = state_->showingDiff();
+    float m = 0.0f;
+    if (diff)
+        for (float v : t->data) m = std::max(m, std::fabs(v));
+    m = std::max(m, 1e-6f);
+    grid_->setDiverging(diff, m);
+    std::vector<bool> marked(size_t(heads), false);
+    for (int h = 0; h < heads; ++h) marked[size_t(h)] = state_->isAblated(headSpec(h));
+    grid_->setMarked(marked);
+    if (diff) {
+        map_->setScaleKind(ColorScale::Kind::Diverging);
+        map_->setFixedRange(-m, m);
+    } else {
+        map_->setScaleKind(ColorScale::Kind::Sequential);
+        map_->setFixedRange(0.0f, 1.0f);
+    }
     grid_->setData(t->data.data(), heads, T, S, int(c.n_rep()), run->tokenTexts);
     grid_->setSelected(head_, state_->position());
     std::vector<float> one(t->data.begin() + std::ptrdiff_t(size_t(head_) * T * S), t->data.begin() + std::ptrdiff_t(size_t(head_ + 1) * T * S));
@@ -135,6 +191,21 @@ void HeadGrid::setSelected(int head, int position) {
 
 void HeadGrid::resizeEvent(QResizeEvent*) { update(); }
 
+void HeadGrid::setDiverging(bool on, float range) {
+    diverging_ = on;
+    range_ = range;
+}
+
+void HeadGrid::setMarked(const std::vector<bool>& marked) {
+    marked_ = marked;
+    update();
+}
+
+void HeadGrid::contextMenuEvent(QContextMenuEvent* e) {
+    const int h = headAt(e->pos());
+    if (h >= 0) emit headMenuRequested(h, e->globalPos());
+}
+
 void HeadGrid::rebuild() {
     // One small image per head, T x S pixels, scaled when painted.
     images_.clear();
@@ -143,7 +214,7 @@ void HeadGrid::rebuild() {
         for (int t = 0; t < T_; ++t) {
             QRgb* line = reinterpret_cast<QRgb*>(img.scanLine(t));
             const float* row = probs_.data() + (size_t(h) * T_ + t) * S_;
-            for (int s = 0; s < S_; ++s) line[s] = sequentialColor(row[s]);
+            for (int s = 0; s < S_; ++s) line[s] = diverging_ ? divergingColor(row[s] / range_) : sequentialColor(row[s]);
         }
         images_.push_back(std::move(img));
     }
@@ -184,6 +255,12 @@ void HeadGrid::paintEvent(QPaintEvent*) {
         g.setPen(palette().color(QPalette::Text));
         g.drawText(QRect(r.left(), r.top() - fm.height(), r.width(), fm.height()), Qt::AlignLeft | Qt::AlignBottom,
                    fm.elidedText(tr("h%1 \u00b7 kv %2").arg(h).arg(h / kvGroup_), Qt::ElideRight, r.width()));
+        if (h < int(marked_.size()) && marked_[size_t(h)]) {
+            // Ablated: a cross over the pattern it still computes (the head's output is what is removed).
+            g.setPen(QPen(QColor(0xc0, 0x1c, 0x28, 200), 2));
+            g.drawLine(r.topLeft(), r.bottomRight());
+            g.drawLine(r.topRight(), r.bottomLeft());
+        }
         if (h == selected_ && position_ >= 0 && position_ < T_) {
             const double y = r.top() + (position_ + 0.5) * double(r.height()) / T_;
             g.setPen(QPen(QColor(0xe0, 0x1b, 0x24, 160), 1));

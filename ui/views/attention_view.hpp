@@ -7,6 +7,7 @@
 #include "views/view_page.hpp"
 
 class QSpinBox;
+class QToolButton;
 
 namespace strata::ui {
 
@@ -24,12 +25,19 @@ public:
     int head() const { return head_; }
     HeatmapWidget* headMap() const { return map_; }
     HeadGrid* grid() const { return grid_; }
+    // The ablation spec of a head of the selected layer: "layers.L.attention.heads.H".
+    QString headSpec(int head) const;
+    // The context menu of a head (Ablate (zero) / (mean), or remove), as right-click shows it.
+    void fillHeadMenu(QMenu* menu, int head);
+    QToolButton* ablateButton() const { return ablate_; }
 
 private:
     void refresh();
+    void showHeadMenu(int head, const QPoint& global);
     HeadGrid* grid_;
     HeatmapWidget* map_;
     QSpinBox* headBox_;
+    QToolButton* ablate_;
     int head_ = 0;
 };
 
@@ -41,23 +49,32 @@ public:
     void setData(const float* probs, int heads, int T, int S, int kvGroup, QStringList tokens);
     void clear(const QString& message);
     void setSelected(int head, int position);
+    // Diff mode: values are differences of probabilities, drawn with the diverging map over [-range, range].
+    void setDiverging(bool on, float range);
+    // Heads drawn with a red cross (ablated).
+    void setMarked(const std::vector<bool>& marked);
+    int headAt(QPoint p) const;
     int heads() const { return heads_; }
     QSize sizeHint() const override { return {420, 420}; }
 signals:
     void headClicked(int head);
+    void headMenuRequested(int head, const QPoint& global);
     void hoverChanged(const QString& text);
 protected:
     void paintEvent(QPaintEvent*) override;
     void mouseMoveEvent(QMouseEvent*) override;
     void mousePressEvent(QMouseEvent*) override;
     void resizeEvent(QResizeEvent*) override;
+    void contextMenuEvent(QContextMenuEvent*) override;
 private:
     QRect cellRect(int head) const;
-    int headAt(QPoint p) const;
     void rebuild();
     std::vector<float> probs_;
     int heads_ = 0, T_ = 0, S_ = 0, kvGroup_ = 1, cols_ = 1;
     int selected_ = 0, position_ = -1;
+    bool diverging_ = false;
+    float range_ = 1.0f;
+    std::vector<bool> marked_;
     QStringList tokens_;
     QString message_;
     std::vector<QImage> images_;

@@ -7,10 +7,12 @@
 #include <QComboBox>
 #include <QLabel>
 #include <QHBoxLayout>
+#include <QMenu>
 #include <QRadioButton>
 #include <QToolButton>
 
 #include "explorer/engine_client.hpp"
+#include "explorer/intervention_bar.hpp"
 #include "views/heatmap_widget.hpp"
 #include "views/plot_util.hpp"
 
@@ -55,6 +57,8 @@ TensorView::TensorView(ExplorerState* state, EngineClient* client, QWidget* pare
         if (!showWeight_ && heatmap_->rows() == state_->positions()) state_->setPosition(row);
     });
     connect(fit, &QToolButton::clicked, heatmap_, &HeatmapWidget::resetZoom);
+    heatmap_->setContextMenuPolicy(Qt::CustomContextMenu);
+    connect(heatmap_, &QWidget::customContextMenuRequested, this, &TensorView::showColumnMenu);
     connect(weightButton_, &QRadioButton::toggled, this, [this](bool on) { setShowWeight(on); });
     connect(range_, &QComboBox::currentIndexChanged, this, [this] { refresh(); });
 
@@ -89,6 +93,30 @@ QString TensorView::shownName() const {
 QString TensorView::cardId() const { return showWeight_ ? state_->part().weightCard : state_->part().tensorCard; }
 
 bool TensorView::hasContent() const { return heatmap_->rows() > 0; }
+
+QString TensorView::columnSpec(int64_t col) const {
+    if (showWeight_ || !state_->model() || col < 0) return {};
+    const QString name = shownName();
+    const int layer = state_->layer();
+    if (name == QStringLiteral("layers.%1.ffn_hidden").arg(layer))
+        return QStringLiteral("layers.%1.feed_forward.neurons.%2").arg(layer).arg(col);
+    if (name == QStringLiteral("layers.%1.attention.heads").arg(layer))
+        return QStringLiteral("layers.%1.attention.heads.%2").arg(layer).arg(col / state_->model()->config.head_dim);
+    return {};
+}
+
+void TensorView::showColumnMenu(const QPoint& pos) {
+    const HeatmapWidget::Probe p = heatmap_->probe(pos);
+    if (!p.valid) return;
+    const QString spec = columnSpec(p.col);
+    if (spec.isEmpty()) return;
+    QMenu menu;
+    const bool neuron = spec.contains(QLatin1String("neurons"));
+    const QString what = neuron ? tr("neuron %1 of layers.%2").arg(p.col).arg(state_->layer())
+                                : tr("head %1 of layers.%2").arg(p.col / state_->model()->config.head_dim).arg(state_->layer());
+    addAblationActions(&menu, state_, spec, what);
+    menu.exec(heatmap_->mapToGlobal(pos));
+}
 
 void TensorView::refresh() {
     const Part& part = state_->part();
@@ -131,15 +159,26 @@ void TensorView::showActivation(const QString& name) {
     }
     const bool probs = name.endsWith(QLatin1String(".probs"));
     const RunResult& run = *state_->run();
-    name_->setText(QStringLiteral("<code>%1</code> &nbsp;[%2, %3]").arg(name).arg(t->rows).arg(groupDigits(uint64_t(t->cols))));
+    name_->setText(QStringLiteral("<code>%1</code> &nbsp;[%2, %3]%4")
+                       .arg(name)
+                       .arg(t->rows)
+                       .arg(groupDigits(uint64_t(t->cols)))
+                       .arg(state_->showingDiff() ? tr(" &nbsp;<b>diff: ablated − clean</b>")
+                            : state_->run()->ablations.empty() ? QString()
+                                                               : tr(" &nbsp;<b>ablated pass</b>")));
     if (probs) {
         // [n_heads * T, T0 + T], rows head-major: label each row by head and query token.
         const int64_t T = int64_t(run.tokens.size());
         QStringList rows;
         for (int64_t r = 0; r < t->rows; ++r)
             rows << QStringLiteral("h%1 %2").arg(r / T).arg(run.tokenTexts.value(int(r % T)));
-        heatmap_->setScaleKind(ColorScale::Kind::Sequential);
-        heatmap_->setFixedRange(0.0f, 1.0f);
+        if (state_->showingDiff()) {
+            heatmap_->setScaleKind(ColorScale::Kind::Diverging);
+            heatmap_->setAutoRange();
+        } else {
+            heatmap_->setScaleKind(ColorScale::Kind::Sequential);
+            heatmap_->setFixedRange(0.0f, 1.0f);
+        }
         heatmap_->setAxisNames(tr("head \u00b7 query"), tr("key"));
         heatmap_->setRowLabels(rows);
         heatmap_->setColumnLabels(run.tokenTexts);

@@ -29,12 +29,16 @@ public:
     HeatmapWidget* heatmap() const { return heatmap_; }
     // The canonical name of what is shown now.
     QString shownName() const;
+    // The ablation spec for column `col` of the shown activation: a neuron of layers.L.ffn_hidden, a head of
+    // layers.L.attention.heads; empty for other tensors.
+    QString columnSpec(int64_t col) const;
 
 private:
     void refresh();
     void showActivation(const QString& name);
     void showWeight(const QString& name);
     void onPreview(const WeightPreviewPtr& p);
+    void showColumnMenu(const QPoint& pos);
 
     HeatmapWidget* heatmap_;
     QLabel* name_;
