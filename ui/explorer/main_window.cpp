@@ -29,6 +29,7 @@
 #include "chat/chat_install.hpp"
 #include "explorer/atlas_model.hpp"
 #include "explorer/engine_client.hpp"
+#include "explorer/intervention_bar.hpp"
 #include "explorer/layer_stepper.hpp"
 #include "explorer/shortcut_overlay.hpp"
 #include "explorer/token_chips.hpp"
@@ -60,6 +61,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     updateStatus();
     resize(1600, 1000);
     installChat(this);  // the Chat tab beside the explorer, and the logits explorer views (ui/chat, ui/logits)
+    buildCausal();      // ablation, the compare view and attribution
     // After the chat's menu, so the overlay and the Help menu list everything.
     QMenu* help = menuBar()->addMenu(tr("&Help"));
     overlay_ = new ShortcutOverlay(this, menuBar());
@@ -193,6 +195,8 @@ void MainWindow::buildLayout() {
     v->addWidget(demoBanner_);
     v->addWidget(errorBanner_);
     v->addLayout(promptRow);
+    interventionBar_ = new InterventionBar(state_);
+    v->addWidget(interventionBar_);
     v->addWidget(chips_);
     v->addWidget(findBar_);
     v->addWidget(split, 1);
@@ -565,7 +569,7 @@ void MainWindow::runPrompt(const QString& text) {
 qint64 MainWindow::runTokens(const QString& label, const std::vector<int32_t>& tokens, bool logitLens) {
     if (!state_->model()) return 0;
     if (runId_) client_->cancelAll();
-    runId_ = client_->runTokens(label, tokens, logitLens);
+    runId_ = client_->runTokens(label, tokens, logitLens, state_->ablations());
     // The prompt line would name a different text than the tokens shown: empty it and say what is shown.
     prompt_->clear();
     prompt_->setPlaceholderText(tr("Showing %1 \u2014 type a prompt and press Enter to run your own").arg(label));
@@ -578,7 +582,7 @@ void MainWindow::setLogitLens(bool on) { lens_->setChecked(on); }
 void MainWindow::startRun() {
     if (!state_->model()) return;
     if (runId_) client_->cancelAll();  // a newer prompt replaces a running one
-    runId_ = client_->run(prompt_->text(), lens_->isChecked());
+    runId_ = client_->run(prompt_->text(), lens_->isChecked(), state_->ablations());
     statusBar()->showMessage(tr("Running the prompt\u2026"));
 }
 

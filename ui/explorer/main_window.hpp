@@ -22,6 +22,9 @@ namespace strata::ui {
 
 class AtlasModel;
 class AttentionView;
+class AttributionView;
+class CompareView;
+class InterventionBar;
 class CardPanel;
 class EmbeddingView;
 class EngineClient;
@@ -71,6 +74,14 @@ public:
     // shown in the status bar. Returns the run's request id (RunResult::id) so the caller can select a position.
     qint64 runTokens(const QString& label, const std::vector<int32_t>& tokens, bool logitLens);
     void setLogitLens(bool on);
+    // The current run's tokens again, with the ablations now in force (ExplorerState::ablationsChanged).
+    void rerun();
+    // "What made this token": runs `tokens` in the explorer (as runTokens) and, once in, attributes `target`'s
+    // logit at `position` in the Attribution view.
+    void attributeToken(const QString& label, const std::vector<int32_t>& tokens, int position, int32_t target);
+    // What the toolbar's Ablate actions act on now (the attention view's head, else the atlas's block, attention
+    // or feed_forward), as a spec, and its name for a person; empty when the selection cannot be ablated.
+    QString ablationTarget(QString* what = nullptr) const;
     // Selects a part in the atlas: key as in Part::key, layer for parts inside blocks (-1 outside).
     void selectPart(const QString& key, int layer);
     void showView(ViewPage* view);
@@ -92,6 +103,9 @@ public:
     EmbeddingView* embeddingView() const { return embeddingView_; }
     LogitsView* logitsView() const { return logitsView_; }
     StorageView* storageView() const { return storageView_; }
+    CompareView* compareView() const { return compareView_; }
+    AttributionView* attributionView() const { return attributionView_; }
+    InterventionBar* interventionBar() const { return interventionBar_; }
     bool busy() const { return loadId_ != 0 || runId_ != 0; }
     QString lastError() const { return lastError_; }
 
@@ -110,6 +124,7 @@ protected:
 
 private:
     void buildActions();
+    void buildCausal();  // the causal tools: main_window_causal.cpp
     void buildLayout();
     void connectEngine();
     void chooseFile();
@@ -148,6 +163,16 @@ private:
     EmbeddingView* embeddingView_;
     LogitsView* logitsView_;
     StorageView* storageView_;
+    CompareView* compareView_ = nullptr;
+    AttributionView* attributionView_ = nullptr;
+    InterventionBar* interventionBar_ = nullptr;
+    QAction* ablateZero_ = nullptr;
+    QAction* ablateMean_ = nullptr;
+    struct PendingAttribution {
+        qint64 run = 0;
+        int position = 0;
+        int32_t target = 0;
+    } pendingAttribution_;
 
     QLineEdit* prompt_;
     QPushButton* run_;
