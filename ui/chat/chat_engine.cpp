@@ -6,6 +6,7 @@
 
 #include "strata/error.hpp"
 #include "strata/generate.hpp"
+#include "strata/intervention.hpp"
 #include "strata/model.hpp"
 #include "strata/tokenizer.hpp"
 #include "worker/analysis.hpp"
@@ -134,6 +135,12 @@ ChatOutcome ChatEngine::generate(const ChatRequest& request, const Callbacks& ca
             return out;
         }
         ensureSession(context);
+        // The ablations ride in every step's trace request; a cache computed under other ones is not reused.
+        Interventions interventions;
+        for (const std::string& spec : request.ablations)
+            for (Intervention& iv : parse_ablation(spec, model_->config)) interventions.push_back(std::move(iv));
+        if (request.ablations != cacheAblations_) session_->truncate(0);
+        cacheAblations_ = request.ablations;
 
         // Keep the common prefix, but always feed the prompt's last token anew: its step chooses the first
         // token of the reply, and its trace gives that token's residual norms and top-k.
@@ -147,9 +154,12 @@ ChatOutcome ChatEngine::generate(const ChatRequest& request, const Callbacks& ca
             TraceRequest cheap;
             cheap.residuals = false;
             cheap.top_k = 0;
+            cheap.interventions = interventions;
             session_->feed(std::span<const int32_t>(prompt).subspan(size_t(keep), size_t(T - 1 - keep)), cheap, stop);
         }
-        const Trace last = session_->feed(std::span<const int32_t>(prompt).subspan(size_t(T - 1), 1), stepRequest(), stop);
+        TraceRequest lastRequest = stepRequest();
+        lastRequest.interventions = interventions;
+        const Trace last = session_->feed(std::span<const int32_t>(prompt).subspan(size_t(T - 1), 1), lastRequest, stop);
 
         ChatStart start;
         start.promptTokens = prompt;
@@ -167,6 +177,7 @@ ChatOutcome ChatEngine::generate(const ChatRequest& request, const Callbacks& ca
         options.max_tokens = request.maxTokens;
         options.sampler = request.sampler;
         options.trace = stepRequest();
+        options.trace.interventions = interventions;
         const auto decodeStart = Clock::now();
         int index = 0;
         out.stop = session_->generate(

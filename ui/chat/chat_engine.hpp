@@ -54,6 +54,7 @@ private:
     const Model* model_;
     Backend* backend_;
     std::unique_ptr<Session> session_;
+    std::vector<std::string> cacheAblations_;  // what the KV cache was computed with
     VocabularyPtr vocab_;
 };
 

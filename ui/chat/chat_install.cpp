@@ -49,6 +49,11 @@ void installChat(MainWindow* w) {
         pending->first = w->runTokens(o.label, o.tokens, false);
         pending->second = o.step;
     });
+    // "What made this token": the same run, then its attribution at the step that chose the token.
+    QObject::connect(chat, &ChatPanel::attributeTokenRequested, w, [w, modes, explorer](const TokenOpen& o) {
+        modes->setCurrentWidget(explorer);
+        w->attributeToken(o.label, o.tokens, o.step, o.id);
+    });
     QObject::connect(w, &MainWindow::runReady, w, [w, pending] {
         const RunResultPtr& run = w->state()->run();
         if (!run || pending->first == 0 || run->id != pending->first) return;

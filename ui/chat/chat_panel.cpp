@@ -80,6 +80,11 @@ ChatPanel::ChatPanel(EngineClient* engine, QWidget* parent) : QWidget(parent) {
     connect(openToken_, &QPushButton::clicked, this, [this] {
         if (pinned_.first >= 0) openToken(pinned_.first, pinned_.second);
     });
+    connect(explainToken_, &QPushButton::clicked, this, [this] {
+        if (pinned_.first >= 0) explainToken(pinned_.first, pinned_.second);
+    });
+    connect(ablateButton_, &QPushButton::clicked, this, [this] { ablateHeadAndRegenerate(ablateLayer_->value(), ablateHead_->value()); });
+    connect(clearAblations_, &QPushButton::clicked, this, [this] { setAblations({}); });
     connect(mode_, &QComboBox::currentIndexChanged, this, [this](int i) {
         setMode(i == 0 ? ChatMode::Chat : ChatMode::Completion);
     });
@@ -195,10 +200,39 @@ void ChatPanel::buildLayout() {
     openToken_ = new QPushButton(tr("Open in Explorer"));
     openToken_->setToolTip(tr("Run the conversation up to the selected token with every tensor kept, and show the "
                               "step that chose it"));
+    explainToken_ = new QPushButton(tr("What Made This Token?"));
+    explainToken_->setObjectName(QStringLiteral("explainToken"));
+    explainToken_->setToolTip(tr("Direct logit attribution of the selected token at the step that chose it: how much x0, "
+                                 "every head and every feed_forward added to its logit (the explorer's Attribution view)"));
+    auto* tokenButtons = new QHBoxLayout;
+    tokenButtons->addStretch(1);
+    tokenButtons->addWidget(explainToken_);
+    tokenButtons->addWidget(openToken_);
     auto* tokenBox = new QGroupBox(tr("Generated token"));
     auto* tv = new QVBoxLayout(tokenBox);
     tv->addWidget(details_, 1);
-    tv->addWidget(openToken_, 0, Qt::AlignRight);
+    tv->addLayout(tokenButtons);
+
+    // Ablation: a head zeroed for the whole reply, then the reply again.
+    ablateLayer_ = new QSpinBox;
+    ablateLayer_->setPrefix(tr("layer "));
+    ablateHead_ = new QSpinBox;
+    ablateHead_->setPrefix(tr("head "));
+    ablateButton_ = new QPushButton(tr("Ablate && Regenerate"));
+    ablateButton_->setObjectName(QStringLiteral("ablateRegenerate"));
+    ablateButton_->setToolTip(tr("Zero this head's output (layers.L.attention.heads.H) in every step, prompt included, "
+                                 "and generate the last reply again with the same seed"));
+    clearAblations_ = new QPushButton(tr("Clear"));
+    ablationsLabel_ = new QLabel;
+    ablationsLabel_->setMinimumWidth(40);
+    auto* ablateRow = new QHBoxLayout;
+    ablateRow->addWidget(new QLabel(tr("Ablate")));
+    ablateRow->addWidget(ablateLayer_);
+    ablateRow->addWidget(ablateHead_);
+    ablateRow->addWidget(ablateButton_);
+    ablateRow->addWidget(clearAblations_);
+    ablateRow->addWidget(ablationsLabel_, 1);
+    lv->insertLayout(lv->indexOf(status_), ablateRow);  // under the message box
 
     auto* right = new QWidget;
     auto* rv = new QVBoxLayout(right);
@@ -240,6 +274,8 @@ void ChatPanel::setModel(const ModelSummaryPtr& model) {
         modelLabel_->setText(tr("<b>%1</b> \u00b7 %2").arg(model->name.toHtmlEscaped(), c.is_instruct ? tr("instruct") : tr("base model")));
         demoNote_->setVisible(c.is_demo);
         context_->setMaximum(int(std::min<int64_t>(c.max_seq_len, 1 << 20)));
+        ablateLayer_->setRange(0, int(c.n_layers) - 1);
+        ablateHead_->setRange(0, int(c.n_heads) - 1);
         const ChatSettings saved = loadChatSettings();
         const int64_t ctx = saved.contextLength > 0 ? std::min(saved.contextLength, c.max_seq_len) : ChatEngine::defaultContext(c);
         loadingSettings_ = true;
@@ -252,6 +288,7 @@ void ChatPanel::setModel(const ModelSummaryPtr& model) {
         modelLabel_->setText(tr("No model is open"));
         demoNote_->hide();
     }
+    setAblations({});  // specs name the old model's layers and heads
     conversation_->clear();
     contextUsed_ = 0;
     replyTokens_ = 0;
@@ -336,6 +373,7 @@ void ChatPanel::startReply(int attempt) {
     banner_->hide();
     const ChatSettings s = settings();
     ChatRequest request = conversation_->request(s, attempt);
+    for (const QString& spec : ablations_) request.ablations.push_back(spec.toStdString());
     conversation_->beginReply(request.sampler, attempt);
     replyTokens_ = 0;
     tokensPerSecond_ = 0;
@@ -376,13 +414,14 @@ void ChatPanel::showToken(int entry, int index) {
     updateButtons();
 }
 
-void ChatPanel::openToken(int entry, int index) {
+TokenOpen ChatPanel::tokenOpen(int entry, int index) const {
+    TokenOpen open;
+    if (entry < 0 || entry >= conversation_->size() || index < 0 || index >= int(conversation_->entry(entry).tokens.size()))
+        return open;
     const std::vector<int32_t> tokens = conversation_->tokensThrough(entry, index);
-    if (tokens.size() < 2) return;
+    if (tokens.size() < 2) return open;
     const ChatEntry& e = conversation_->entry(entry);
     const ChatTokenPtr& t = e.tokens[size_t(index)];
-    showToken(entry, index);
-    TokenOpen open;
     open.tokens = tokens;
     open.step = int(tokens.size()) - 2;
     open.id = t->id;
@@ -390,7 +429,49 @@ void ChatPanel::openToken(int entry, int index) {
     open.label = tr("the conversation up to \u2018%1\u2019 (%2 tokens)")
                      .arg(vocab_ ? vocab_->displayOf(t->id) : QString::number(t->id))
                      .arg(tokens.size());
+    return open;
+}
+
+void ChatPanel::openToken(int entry, int index) {
+    const TokenOpen open = tokenOpen(entry, index);
+    if (open.tokens.empty()) return;
+    showToken(entry, index);
     emit openTokenRequested(open);
+}
+
+void ChatPanel::explainToken(int entry, int index) {
+    const TokenOpen open = tokenOpen(entry, index);
+    if (open.tokens.empty()) return;
+    showToken(entry, index);
+    emit attributeTokenRequested(open);
+}
+
+void ChatPanel::setAblations(const std::vector<QString>& specs) {
+    ablations_ = specs;
+    QStringList names;
+    for (const QString& s : specs) names << s;
+    const QString text = names.isEmpty() ? tr("none: the model as it is")
+                                         : tr("in force: %1 (zero)").arg(names.join(QStringLiteral(", ")));
+    ablationsLabel_->setText(text);
+    ablationsLabel_->setToolTip(text);
+    updateButtons();
+}
+
+void ChatPanel::ablateHeadAndRegenerate(int layer, int head) {
+    const QString spec = QStringLiteral("layers.%1.attention.heads.%2").arg(layer).arg(head);
+    std::vector<QString> next = ablations_;
+    if (std::find(next.begin(), next.end(), spec) == next.end()) next.push_back(spec);
+    setAblations(next);
+    // The same seed as the reply being replaced: the difference is the ablation, not the sampling.
+    const int last = conversation_->lastReply();
+    if (model_ && !generating() && last >= 0 && last == conversation_->size() - 1) {
+        const int attempt = conversation_->entry(last).attempt;
+        before_ = conversation_->entries();
+        pendingText_.clear();
+        pendingEditing_ = -1;
+        conversation_->truncate(last);
+        startReply(attempt);
+    }
 }
 
 void ChatPanel::onStarted(const ChatStartPtr& start) {
@@ -465,6 +546,9 @@ void ChatPanel::updateButtons() {
     regenerate_->setEnabled(ready && !busy && last >= 0 && last == conversation_->size() - 1);
     clear_->setEnabled(ready && conversation_->size() > 0);
     openToken_->setEnabled(pinned_.first >= 0);
+    explainToken_->setEnabled(pinned_.first >= 0);
+    ablateButton_->setEnabled(ready && !busy);
+    clearAblations_->setEnabled(!ablations_.empty());
     mode_->setEnabled(ready && !busy);
 }
 

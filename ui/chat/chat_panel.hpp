@@ -52,6 +52,14 @@ public:
     void clearConversation();
     void editMessage(int entry);
     void openToken(int entry, int index);  // emits openTokenRequested
+    // "What made this token": emits attributeTokenRequested for the token (its step's attribution).
+    void explainToken(int entry, int index);
+    // Zero-ablation specs in force for the chat's replies (every step, the prompt included).
+    void setAblations(const std::vector<QString>& specs);
+    const std::vector<QString>& ablations() const { return ablations_; }
+    // Adds "layers.L.attention.heads.H" (from the spin boxes) and regenerates the last reply.
+    void ablateHeadAndRegenerate(int layer, int head);
+    TokenOpen tokenOpen(int entry, int index) const;  // empty tokens when there is none
     void showToken(int entry, int index);  // marks it and shows what was kept about it, without opening it
     void setMode(ChatMode mode);
 
@@ -77,6 +85,7 @@ protected:
 
 signals:
     void openTokenRequested(const strata::ui::TokenOpen& open);
+    void attributeTokenRequested(const strata::ui::TokenOpen& open);
     void replyStarted();
     void replyFinished();
 
@@ -110,6 +119,13 @@ private:
     QPushButton* regenerate_;
     QPushButton* clear_;
     QPushButton* openToken_;
+    QPushButton* explainToken_;
+    QSpinBox* ablateLayer_;
+    QSpinBox* ablateHead_;
+    QPushButton* ablateButton_;
+    QPushButton* clearAblations_;
+    QLabel* ablationsLabel_;
+    std::vector<QString> ablations_;
     QLabel* banner_;
     QLabel* status_;
 

@@ -52,6 +52,9 @@ struct ChatRequest {
     SamplerSettings sampler;
     int64_t maxTokens = 256;
     int64_t contextLength = 0;          // 0: ChatEngine::defaultContext
+    // Zero-ablation specs (intervention.hpp) in force for the whole reply, prompt included. A change of them
+    // invalidates the KV cache (it was computed without them).
+    std::vector<std::string> ablations;
     // Set by the GUI (Stop); checked between tokens and between the layers of the prefill.
     std::shared_ptr<std::atomic<bool>> stop = std::make_shared<std::atomic<bool>>(false);
 };
