@@ -46,7 +46,8 @@ TEST_CASE("every card parses and the required cards exist", "[ui][cards]") {
     CHECK(lib.errors().isEmpty());
     for (const char* id : {"x0", "attention_norm", "q", "k", "v", "rope", "attention_probs", "attention_out", "h_mid", "ffn_norm",
                            "ffn_hidden", "ffn_out", "h", "norm", "logits", "w_tok_embeddings", "w_wq", "w_wk", "w_wv", "w_wo",
-                           "w_w1", "w_w2", "w_w3", "w_attention_norm", "w_ffn_norm", "w_norm", "w_output"}) {
+                           "w_w1", "w_w2", "w_w3", "w_attention_norm", "w_ffn_norm", "w_norm", "w_output", "attention_heads",
+                           "compare", "attribution"}) {
         INFO(id);
         CHECK(lib.find(id) != nullptr);
     }

@@ -80,7 +80,8 @@ std::optional<Card> parseCard(const QByteArray& json, QString* error) {
     }
     QStringList missing;
     if (c.id.isEmpty()) missing << "id";
-    if (c.kind != QLatin1String("activation") && c.kind != QLatin1String("weight")) missing << "kind (activation|weight)";
+    if (c.kind != QLatin1String("activation") && c.kind != QLatin1String("weight") && c.kind != QLatin1String("analysis"))
+        missing << "kind (activation|weight|analysis)";
     if (c.title.isEmpty()) missing << "title";
     if (c.symbol.isEmpty()) missing << "symbol";
     if (c.meaning.isEmpty()) missing << "meaning";
@@ -152,6 +153,7 @@ std::optional<int64_t> contextValue(const QString& key, const CardContext& ctx) 
     if (key == QLatin1String("q_dim")) return c.q_dim();
     if (key == QLatin1String("kv_dim")) return c.kv_dim();
     if (key == QLatin1String("n_rep")) return c.n_rep();
+    if (key == QLatin1String("dla_components")) return 1 + c.n_layers * (c.n_heads + 1);  // x0, heads, FFNs
     return std::nullopt;
 }
 

@@ -45,7 +45,7 @@ struct CardReference {
 
 struct Card {
     QString id;
-    QString kind;      // "activation" or "weight"
+    QString kind;      // "activation", "weight" or "analysis" (a view computed from runs: compare, attribution)
     QString title;
     QString tensor;    // canonical name pattern ("layers.{N}.q")
     QString symbol;    // HTML ("x<sub>0</sub>")
