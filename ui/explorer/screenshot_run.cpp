@@ -3,11 +3,14 @@
 #include <cstdio>
 
 #include <QDir>
+#include <QSplitter>
 #include <QTimer>
 
 #include "chat/chat_screenshots.hpp"
 #include "explorer/main_window.hpp"
 #include "views/attention_view.hpp"
+#include "views/attribution_view.hpp"
+#include "views/compare_view.hpp"
 #include "views/embedding_view.hpp"
 #include "views/gains_view.hpp"
 #include "views/logits_view.hpp"
@@ -87,6 +90,52 @@ ScreenshotRun::ScreenshotRun(MainWindow* w, const QString& dir, QObject* parent)
              st->setPosition(st->positions() - 1);
          },
          [w] { return w->logitsView()->hasContent(); }},
+        // The causal tools (issue 12): a head ablated and the diff with the clean run, the compare view with its
+        // patching sweep, and attribution. The last setup clears the ablations so the chat's runs are plain.
+        {QStringLiteral("10-ablation-heads-diff"),
+         [st] {
+             st->setAblations({{QStringLiteral("layers.1.attention.heads.2"), false}});
+         },
+         [w, st] {
+             if (w->busy() || !st->run() || !st->run()->clean) return false;
+             if (!st->diff()) {
+                 st->setDiff(true);
+                 w->selectPart(QStringLiteral("block/attention/heads"), 1);
+                 w->showView(w->tensorView());
+             }
+             return w->tensorView()->hasContent();
+         }},
+        {QStringLiteral("11-ablation-attention-diff"),
+         [w, st] {
+             w->selectPart(QStringLiteral("block/attention/softmax"), 2);
+             w->showView(w->attentionView());
+             w->attentionView()->setHead(5);
+             st->setPosition(st->positions() - 1);
+         },
+         [w] { return w->attentionView()->hasContent(); }},
+        {QStringLiteral("12-compare-sweep"),
+         [w, st] {
+             st->setDiff(false);
+             st->clearAblations();
+             w->splitter()->setSizes({250, 1050, 300});  // room for the four panels
+             w->showView(w->compareView());
+             w->compareView()->compare();
+         },
+         [w] {
+             CompareView* cv = w->compareView();
+             if (!cv->compareResult() || cv->comparing()) return false;
+             if (!cv->sweepResult() && !cv->sweeping()) cv->runSweep();
+             return cv->sweepResult() != nullptr && !w->busy();
+         }},
+        {QStringLiteral("13-attribution"),
+         [w, st] {
+             st->setPosition(st->positions() - 1);
+             w->showView(w->attributionView());
+         },
+         [w] {
+             AttributionView* v = w->attributionView();
+             return !w->busy() && v->hasContent() && !v->busy() && v->result()->ablations.empty();
+         }},
     };
     // Then the chat and the logits explorer (ui/chat/chat_screenshots.cpp).
     for (ChatShot& s : chatScreenshots(w)) shots_.push_back({s.name, std::move(s.setup), std::move(s.ready)});
