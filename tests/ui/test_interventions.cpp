@@ -124,6 +124,8 @@ TEST_CASE("ablating a head from the attention view repeats the run with its colu
     CHECK(e.w.interventionBar()->count() == 1);
     CHECK(e.w.interventionBar()->chip(0)->text().startsWith("layers.1.attention.heads.3"));
     CHECK(e.w.ablationTarget() == QStringLiteral("layers.1.attention.heads.%1").arg(av->head()));
+    av->setHead(5);  // the toolbar follows the selected head
+    CHECK(e.w.findChild<QAction*>("actionAblateZero")->text() == "Ablate layers.1.attention.heads.5 (zero)");
     // The menu now offers to remove it.
     QMenu again;
     av->fillHeadMenu(&again, 3);
@@ -319,10 +321,24 @@ TEST_CASE("attribution: one bar per component, summing to the logit, each openin
     QTest::mouseClick(v->bars(), Qt::LeftButton, {}, v->bars()->barRect(int(c.n_heads) + 1).center());  // layers.0.feed_forward
     CHECK(e.w.tensorView()->shownName() == "layers.0.ffn_out");
 
+    // With a head ablated, attribution runs the ablated pass: that head's bar is 0.
+    int runsBefore = int(e.runs.count());
+    st.addAblation({QStringLiteral("layers.1.attention.heads.2"), false});
+    REQUIRE(e.nextRun(runsBefore));
+    e.w.showView(v);
+    v->attribute(T - 1, r->attribution.target);
+    REQUIRE(wait_until([&] { return v->result() != r && !v->busy(); }));
+    REQUIRE(v->result()->ablations.size() == 1);
+    for (const AttributionComponent& comp : v->result()->attribution.components)
+        if (comp.name == "layers.1.attention.heads.2") CHECK(comp.value == 0.0);
+    const AttributionResultPtr ablated = v->result();
+    st.clearAblations();
+    REQUIRE(e.nextRun(runsBefore + 1));
+
     // Another position and target.
     e.w.showView(v);
     v->attribute(2, 100);
-    REQUIRE(wait_until([&] { return v->result() != r && !v->busy(); }));
+    REQUIRE(wait_until([&] { return v->result() != ablated && !v->busy(); }));
     CHECK(v->result()->attribution.position == 2);
     CHECK(v->result()->attribution.target == 100);
 }

@@ -224,7 +224,8 @@ QString renderCardHtml(const Card& c, const CardContext& ctx) {
 
     h += QStringLiteral("<h3>Parameters</h3>");
     if (c.paramScope == QLatin1String("none") || c.params.empty()) {
-        h += QStringLiteral("<p>None: an activation, computed from the weights named below.</p>");
+        h += c.kind == QLatin1String("analysis") ? QStringLiteral("<p>None: computed from runs of the model.</p>")
+                                                 : QStringLiteral("<p>None: an activation, computed from the weights named below.</p>");
     } else {
         const ParamTotals t = parameterTotals(c, ctx);
         h += QStringLiteral("<table cellspacing='0' cellpadding='3' border='0' width='100%'>"

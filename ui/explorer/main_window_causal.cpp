@@ -118,7 +118,7 @@ void MainWindow::buildCausal() {
     connect(state_, &ExplorerState::runChanged, this, updateAblate);
     connect(state_, &ExplorerState::ablationsChanged, this, updateAblate);
     connect(tabs_, &QTabWidget::currentChanged, this, updateAblate);
-    connect(attentionView_->grid(), &HeadGrid::headClicked, this, updateAblate);
+    connect(attentionView_, &AttentionView::headChanged, this, updateAblate);
     updateAblate();
 
     // An attribution bar opens its component's tensor.

@@ -94,22 +94,23 @@ ScreenshotRun::ScreenshotRun(MainWindow* w, const QString& dir, QObject* parent)
         // patching sweep, and attribution. The last setup clears the ablations so the chat's runs are plain.
         {QStringLiteral("10-ablation-heads-diff"),
          [st] {
-             st->setAblations({{QStringLiteral("layers.1.attention.heads.2"), false}});
+             // The head docs/interventions.md finds: the largest direct attribution of the default prompt's top token.
+             st->setAblations({{QStringLiteral("layers.2.attention.heads.3"), false}});
          },
          [w, st] {
              if (w->busy() || !st->run() || !st->run()->clean) return false;
              if (!st->diff()) {
                  st->setDiff(true);
-                 w->selectPart(QStringLiteral("block/attention/heads"), 1);
+                 w->selectPart(QStringLiteral("block/attention/heads"), 2);
                  w->showView(w->tensorView());
              }
              return w->tensorView()->hasContent();
          }},
         {QStringLiteral("11-ablation-attention-diff"),
          [w, st] {
-             w->selectPart(QStringLiteral("block/attention/softmax"), 2);
+             w->selectPart(QStringLiteral("block/attention/softmax"), 3);
              w->showView(w->attentionView());
-             w->attentionView()->setHead(5);
+             w->attentionView()->setHead(1);
              st->setPosition(st->positions() - 1);
          },
          [w] { return w->attentionView()->hasContent(); }},

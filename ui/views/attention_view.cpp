@@ -84,6 +84,7 @@ void AttentionView::setHead(int head) {
     const QSignalBlocker block(headBox_);
     headBox_->setValue(head);
     refresh();
+    emit headChanged(head);
 }
 
 bool AttentionView::hasContent() const { return map_->rows() > 0; }

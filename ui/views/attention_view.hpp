@@ -31,6 +31,9 @@ public:
     void fillHeadMenu(QMenu* menu, int head);
     QToolButton* ablateButton() const { return ablate_; }
 
+signals:
+    void headChanged(int head);
+
 private:
     void refresh();
     void showHeadMenu(int head, const QPoint& global);
