@@ -9,14 +9,18 @@
 #include <QCheckBox>
 #include <QMenu>
 #include <QProgressBar>
+#include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSignalSpy>
+#include <QTabWidget>
 #include <QTableWidget>
 #include <QStandardPaths>
 #include <QToolButton>
 
 #include "catch.hpp"
 #include "chat/chat_engine.hpp"
+#include "chat/chat_panel.hpp"
+#include "cards/card_panel.hpp"
 #include "chat/conversation.hpp"
 #include "explorer/intervention_bar.hpp"
 #include "explorer/main_window.hpp"
@@ -214,6 +218,7 @@ TEST_CASE("the compare view shows residual differences and runs the patching swe
     const ModelConfig& c = e.st().model()->config;
     CompareView* cv = e.w.compareView();
     e.w.showView(cv);
+    CHECK(e.w.cardPanel()->cardId() == "compare");
     QSignalSpy compared(cv, &CompareView::compareReady);
     QSignalSpy swept(cv, &CompareView::sweepReady);
     QSignalSpy cancelled(cv, &CompareView::sweepCancelled);
@@ -295,6 +300,7 @@ TEST_CASE("attribution: one bar per component, summing to the logit, each openin
     AttributionView* v = e.w.attributionView();
     QSignalSpy ready(v, &AttributionView::ready);
     e.w.showView(v);  // attributes the selected (last) position's top-1 token by itself
+    CHECK(e.w.cardPanel()->cardId() == "attribution");
     REQUIRE(wait_until([&] { return ready.count() >= 1; }));
     const AttributionResultPtr r = v->result();
     const int T = st.positions();
@@ -376,4 +382,57 @@ TEST_CASE("chat replies carry their ablations, and the KV cache is not reused ac
     bad.ablations = {"layers.99"};
     const ChatOutcome out = engine.generate(bad, {});
     CHECK(out.error.contains("layers.99"));
+}
+
+TEST_CASE("from the chat: what made this token, and ablate a head then regenerate", "[ui][chat][widgets][interventions]") {
+    test::ui_app();
+    QStandardPaths::setTestModeEnabled(true);
+    Explorer e;
+    REQUIRE(e.open());
+    auto* panel = e.w.findChild<ChatPanel*>(QStringLiteral("chatPanel"));
+    auto* modes = e.w.findChild<QTabWidget*>(QStringLiteral("strataModes"));
+    REQUIRE(panel);
+    REQUIRE(modes);
+    modes->setCurrentWidget(panel);
+    ChatSettings s;
+    s.sampler = SamplerSettings{0.8f, 0, 1.0f, 0.0f, 7};
+    s.maxTokens = 6;
+    s.contextLength = 1024;
+    panel->setSettings(s);
+    QSignalSpy finished(panel, &ChatPanel::replyFinished);
+    panel->input()->setPlainText(QStringLiteral("Hello there"));
+    panel->send();
+    REQUIRE(wait_until([&] { return finished.count() == 1; }));
+    const int entry = panel->conversation()->lastReply();
+    REQUIRE(entry >= 0);
+    const std::vector<ChatTokenPtr> before = panel->conversation()->entry(entry).tokens;
+    REQUIRE(before.size() >= 2);
+
+    // What made the second token: the explorer runs the conversation up to it and attributes it at the step
+    // that chose it.
+    AttributionView* v = e.w.attributionView();
+    QSignalSpy ready(v, &AttributionView::ready);
+    const int runsBefore = int(e.runs.count());
+    panel->explainToken(entry, 1);
+    REQUIRE(wait_until([&] { return e.runs.count() > runsBefore && ready.count() >= 1 && !v->busy(); }));
+    CHECK(modes->currentIndex() == 0);  // the explorer
+    CHECK(e.w.tabs()->currentWidget() == v);
+    const AttributionResultPtr r = v->result();
+    CHECK(r->attribution.target == before[1]->id);
+    CHECK(r->attribution.position == before[1]->position - 1);
+    CHECK(r->tokens == e.st().run()->tokens);
+    // Its logit is the one the chat saw when it chose the token (the same pass, no ablation).
+    CHECK(r->attribution.logit == Approx(before[1]->logit).margin(1e-3));
+
+    // Ablate a head and regenerate: the same seed, the head zeroed in every step, so the logits change.
+    modes->setCurrentWidget(panel);
+    panel->ablateHeadAndRegenerate(1, 2);
+    CHECK(panel->ablations() == std::vector<QString>{QStringLiteral("layers.1.attention.heads.2")});
+    REQUIRE(wait_until([&] { return finished.count() == 2; }));
+    const int again = panel->conversation()->lastReply();
+    REQUIRE(again == entry);
+    const std::vector<ChatTokenPtr> after = panel->conversation()->entry(again).tokens;
+    REQUIRE_FALSE(after.empty());
+    CHECK(after[0]->logit != before[0]->logit);
+    CHECK(panel->conversation()->entry(again).attempt == panel->conversation()->entry(entry).attempt);
 }
