@@ -44,7 +44,7 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
     }
     // An exception must not leave a thread's function (std::terminate would end the app): each thread keeps the
     // first one, and it is thrown again here, after every thread has joined.
-    std::vector<std::exception_ptr> errors(size_t(chunks));
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(chunks));
     std::vector<std::thread> threads;
     threads.reserve(size_t(chunks));
     for (int64_t c = 0; c < chunks; ++c) {
