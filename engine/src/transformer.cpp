@@ -9,15 +9,29 @@
 #include <string>
 
 #include "strata/error.hpp"
+#include "strata/host_memory.hpp"
 #include "strata/quant.hpp"
 
 namespace strata {
 
 // ---------------------------------------------------------------------------------------------- KV cache
 
+uint64_t kv_cache_bytes(const ModelConfig& config, int64_t max_seq) {
+    const long double b = 2.0L * double(config.n_layers) * double(max_seq) * double(config.kv_dim()) * 4.0L;
+    return b >= 1.8e19L ? UINT64_MAX : static_cast<uint64_t>(b);
+}
+
 KVCache::KVCache(Backend& backend, const ModelConfig& config, int64_t max_seq)
     : backend_(&backend), max_seq_(max_seq) {
     if (max_seq <= 0) throw InputError("KV cache: the context must hold at least one token");
+    // Refused before anything is allocated, with what it needs and what to change.
+    const uint64_t need = kv_cache_bytes(config, max_seq), free_bytes = backend.memory_available();
+    if (need > free_bytes)
+        throw InputError("a context of " + std::to_string(max_seq) + " tokens needs a KV cache of " + format_bytes(need) +
+                         " (2 x " + std::to_string(config.n_layers) + " layers x " + std::to_string(max_seq) + " x " +
+                         std::to_string(config.kv_dim()) + " float32), more than the " + format_bytes(free_bytes) +
+                         " the " + backend.info().backend + " backend has available: choose a shorter context (at most "
+                         "about " + std::to_string(static_cast<int64_t>(double(max_seq) * double(free_bytes) / double(need))) + " tokens)");
     for (int64_t l = 0; l < config.n_layers; ++l) {
         k_.push_back(backend.alloc(max_seq * config.kv_dim(), "cache_k"));  // [max_seq, n_kv_heads * head_dim]
         v_.push_back(backend.alloc(max_seq * config.kv_dim(), "cache_v"));  // [max_seq, n_kv_heads * head_dim]
@@ -345,14 +359,18 @@ Trace Transformer::step(KVCache& cache, std::span<const int32_t> tokens, const T
     Buf h = s.x.at(0, T * c.dim);  // [T, dim]
     b.embed(h, tokens);
     cap.keep("x0", h, T, c.dim);
+    // A prompt runs one submission per layer (and a cancel is seen between them): display drivers reset a GPU
+    // whose job runs past a few seconds, and a long prefill of a big model is minutes of work. A decode step is
+    // small and stays one submission unless it can be cancelled.
+    const bool in_pieces = T > 1 || cancel;
+    auto run_so_far = [&] {
+        b.submit(cancel);
+        cap.collect();
+        if (cancel && cancel->load()) throw Cancelled();
+        b.begin();
+    };
     for (int64_t layer = 0; layer < c.n_layers; ++layer) {
-        if (cancel) {
-            // Run what is recorded so far, so that a cancel stops a long prefill between layers.
-            b.submit();
-            cap.collect();
-            if (cancel->load()) throw Cancelled();
-            b.begin();
-        }
+        if (in_pieces && layer > 0) run_so_far();
         pass.block(layer, scratch_->layers[static_cast<size_t>(layer)]);
     }
     Buf hn = s.xn.at(0, T * c.dim);  // [T, dim]
@@ -363,12 +381,18 @@ Trace Transformer::step(KVCache& cache, std::span<const int32_t> tokens, const T
     const int64_t V = c.vocab_size;
     Buf rows_in = logits_rows == T ? hn : hn.at((T - 1) * c.dim, c.dim);  // [logits_rows, dim]
     Buf logits = s.logits.at(0, logits_rows * V);                          // [logits_rows, vocab]
-    b.matmul(logits, rows_in, *scratch_->output, logits_rows);
+    // The output projection of many rows is the largest single product of the pass: in pieces of rows too.
+    constexpr int64_t kLogitRowsPerSubmit = 64;
+    for (int64_t r0 = 0; r0 < logits_rows; r0 += kLogitRowsPerSubmit) {
+        if (in_pieces) run_so_far();
+        const int64_t n = std::min(kLogitRowsPerSubmit, logits_rows - r0);
+        b.matmul(logits.at(r0 * V, n * V), rows_in.at(r0 * c.dim, n * c.dim), *scratch_->output, n);
+    }
     cap.keep("logits", logits, logits_rows, V);
     if (request.top_k > 0)
         for (int64_t r = 0; r < logits_rows; ++r) cap.keep_top_k(logits.at(r * V, V), V, request.top_k);
     cap.keep_last_logits(logits.at((logits_rows - 1) * V, V), V);
-    b.submit();
+    b.submit(cancel);
     cap.collect();
     if (cancel && cancel->load()) throw Cancelled();
 

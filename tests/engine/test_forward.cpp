@@ -201,6 +201,7 @@ public:
     BackendInfo info() const override { return in_.info(); }
     void load(const Model& m, const LoadProgress& p) override { in_.load(m, p); }
     Buf alloc(int64_t n, std::string_view name) override { return in_.alloc(n, name); }
+    uint64_t memory_available() const override { return in_.memory_available(); }
     void free(Buf b) override { in_.free(b); }
     void begin() override { in_.begin(); }
     void submit() override { in_.submit(); }
@@ -312,4 +313,25 @@ TEST_CASE("check_weights_finite finds Inf and NaN in F32 and F16 weights", "[for
             }
         }
     }
+}
+
+TEST_CASE("a context too large for memory is refused before anything is allocated, saying how much", "[forward][memory]") {
+    using Catch::Matchers::Contains;
+    Loaded& g = golden();
+    // 2^32 positions: 6 TiB of float32 cache for this model (zero-filled, that was the OOM killer or bad_alloc).
+    const int64_t huge = int64_t(1) << 32;
+    CHECK(kv_cache_bytes(g.model->config, huge) == uint64_t(2) * 3 * huge * 64 * 4);
+    try {
+        KVCache cache(*g.backend, g.model->config, huge);
+        FAIL("no error");
+    } catch (const InputError& e) {
+        const std::string m = e.what();
+        CHECK_THAT(m, Contains("4294967296 tokens") && Contains("KV cache of 6144.00 GiB") && Contains("shorter context"));
+    }
+    // A single buffer beyond the free memory is refused by the CPU backend too.
+    CHECK_THROWS_WITH(g.backend->alloc(int64_t(1) << 42, "scratch"), Contains("scratch") && Contains("available"));
+    // And the backend goes on working.
+    KVCache small(*g.backend, g.model->config, 32);
+    Transformer tf(*g.model, *g.backend);
+    CHECK(tf.prefill(small, short_prompt(), {}).last_logits.size() == size_t(g.model->config.vocab_size));
 }

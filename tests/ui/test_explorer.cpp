@@ -15,6 +15,7 @@
 #include "explorer/layer_stepper.hpp"
 #include "explorer/main_window.hpp"
 #include "explorer/token_chips.hpp"
+#include "strata/model.hpp"
 #include "strata/npy.hpp"
 #include "ui_support.hpp"
 #include "views/attention_view.hpp"
@@ -300,4 +301,35 @@ TEST_CASE("with no model chosen the demonstration model is written and opened", 
     }
     if (old.isEmpty()) qunsetenv("STRATA_CACHE_DIR");
     else qputenv("STRATA_CACHE_DIR", old);
+}
+
+TEST_CASE("a checkpoint with a NaN weight is refused naming the tensor, and the window goes on", "[ui][widgets]") {
+    test::ui_app();
+    QStandardPaths::setTestModeEnabled(true);
+    // The golden model with one bf16 NaN in layers.1.attention.wo.
+    namespace fs = std::filesystem;
+    const fs::path dir = test::temp_dir("ui-nan") / "nan-model";
+    fs::create_directories(dir);
+    for (const char* f : {"config.json", "generation_config.json", "model.safetensors"})
+        fs::copy_file(test::reference_dir() / "model" / f, dir / f);
+    fs::permissions(dir / "model.safetensors", fs::perms::owner_write, fs::perm_options::add);
+    fs::copy_file(test::tokenizer_json(), dir / "tokenizer.json");
+    uint64_t offset = 0;
+    {
+        const auto m = strata::load_model(dir);
+        offset = m->tensor("layers.1.attention.wo").file_offset + 2 * 77;
+    }
+    std::string bytes = test::read_file(dir / "model.safetensors");
+    bytes[offset] = char(0xc0), bytes[offset + 1] = char(0x7f);  // bf16 quiet NaN, little-endian
+    test::write_file(dir / "model.safetensors", bytes);
+
+    Explorer e;
+    e.w.openPath(QString::fromStdString(dir.string()));
+    REQUIRE(wait_until([&] { return e.failures.count() >= 1; }));
+    const QString message = e.failures.takeFirst().at(0).toString();
+    INFO(message.toStdString());
+    CHECK(message.contains("layers.1.attention.wo"));
+    CHECK(message.contains("non-finite"));
+    // The window still opens a good model afterwards.
+    REQUIRE(e.openDemoCopy());
 }

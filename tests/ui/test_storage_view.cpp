@@ -142,6 +142,17 @@ TEST_CASE("the quantization error says clearly what cannot be compared", "[stora
     CHECK_THROWS_AS(quantization_error(w.view, nullptr, DType::Q8_0, 8, 8, &cancel), Cancelled);
 }
 
+TEST_CASE("a NaN, Inf or huge weight is an error from the quantization map, not an abort", "[storage]") {
+    // Many rows, so that parallel_for runs several threads: an exception leaving one called std::terminate.
+    for (float bad : {NAN, INFINITY, 1e30f}) {
+        std::vector<float> v = randn(64 * 256, 9);
+        v[40 * 256 + 17] = bad;
+        const Owned w = f32_weight(v, 64, 256);
+        CHECK_THROWS_AS(quantization_error(w.view, nullptr, DType::Q4_K, 64, 64), InputError);
+        CHECK_THROWS_AS(quantization_error(w.view, nullptr, DType::Q8_0, 64, 64), InputError);
+    }
+}
+
 TEST_CASE("the storage view shows a weight's type and its quantization error, on the fly and against an original",
           "[storage][widgets]") {
     test::ui_app();

@@ -1,5 +1,6 @@
 #include "worker/analysis.hpp"
 
+#include <exception>
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -41,13 +42,24 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
         fn(0, n);
         return;
     }
+    // An exception must not leave a thread's function (std::terminate would end the app): each thread keeps the
+    // first one, and it is thrown again here, after every thread has joined.
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(chunks));
     std::vector<std::thread> threads;
     threads.reserve(size_t(chunks));
     for (int64_t c = 0; c < chunks; ++c) {
         const int64_t b = n * c / chunks, e = n * (c + 1) / chunks;
-        threads.emplace_back([&fn, b, e] { fn(b, e); });
+        threads.emplace_back([&fn, &errors, c, b, e] {
+            try {
+                fn(b, e);
+            } catch (...) {
+                errors[size_t(c)] = std::current_exception();
+            }
+        });
     }
     for (auto& t : threads) t.join();
+    for (const std::exception_ptr& e : errors)
+        if (e) std::rethrow_exception(e);
 }
 
 std::vector<float> rmsnorm_rows(std::span<const float> x, int64_t rows, std::span<const float> gain, float eps) {

@@ -192,6 +192,11 @@ void EngineWorker::load(qint64 id, const QString& path, const QString& backendNa
         };
         emit loadProgress(id, status);
         std::unique_ptr<Model> model = load_model(fsPath(path), progress);
+        // As strata-cli does: a NaN or Inf weight (or a malformed block) is a clear error naming the tensor, not a
+        // model whose every view shows NaN (and whose Storage view quantizes garbage).
+        status.phase = tr("checking the weights");
+        emit loadProgress(id, status);
+        check_weights_finite(*model);
 
         BackendOptions options;
         options.name = backendName.section(QLatin1Char(':'), 0, 0).toStdString();  // "vulkan:1": device 1

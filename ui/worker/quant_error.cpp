@@ -92,7 +92,12 @@ QuantError quantization_error(const strata::TensorView& weight, const strata::Te
                     weight.row_to_f32(r, approx.data());
                 } else {
                     weight.row_to_f32(r, orig.data());
-                    quant::quantize(as, orig.data(), blocks.data(), e.cols);
+                    try {
+                        quant::quantize(as, orig.data(), blocks.data(), e.cols);  // throws on NaN, Inf, huge
+                    } catch (...) {
+                        stop = true;  // the other rows need not run: parallel_for rethrows this one
+                        throw;
+                    }
                     quant::dequantize(as, blocks.data(), approx.data(), e.cols);
                 }
                 for (int64_t c = 0; c < e.cols; ++c) {

@@ -6,6 +6,7 @@
 // Execution model: ops are *recorded* between begin() and submit(). The CPU backend runs each op as it is
 // called; the Vulkan backend records the whole step into one command buffer and runs it at submit().
 // Results read back with readback() are valid after submit() returns.
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -55,10 +56,19 @@ public:
 
     // A zero-initialised float32 buffer of n elements (activations, KV cache, scratch).
     virtual Buf alloc(int64_t n, std::string_view debug_name) = 0;
+    // Bytes that buffers may still take before the machine runs out: the host's available memory (CPU), the
+    // device-local heap (Vulkan). Requests beyond it are refused with a message instead of being attempted.
+    virtual uint64_t memory_available() const = 0;
     virtual void free(Buf b) = 0;
 
     virtual void begin() = 0;   // start recording a step
     virtual void submit() = 0;  // run what was recorded and wait for it
+    // As submit(), but the wait for the device gives up with Cancelled once *cancel is true (the device finishes
+    // the work before the next begin()). The default runs submit(): the CPU backend computes while recording.
+    virtual void submit(const std::atomic<bool>* cancel) {
+        (void)cancel;
+        submit();
+    }
 
     // ---- ops (recorded) ----
     // out[t, :] = tok_embeddings[tokens[t], :]                           out: [T, dim]

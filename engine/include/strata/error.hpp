@@ -40,6 +40,12 @@ struct DeviceError : Error {
     using Error::Error;
 };
 
+// The GPU was reset or stopped responding (VK_ERROR_DEVICE_LOST). Every later step on that device fails the
+// same way: the model has to be opened again (on the CPU backend, or on Vulkan to retry).
+struct DeviceLostError : DeviceError {
+    using DeviceError::DeviceError;
+};
+
 // The caller cancelled (load, prefill, generation). Not a failure: a clean stop.
 struct Cancelled : Error {
     Cancelled() : Error("cancelled") {}

@@ -11,6 +11,9 @@
 
 namespace strata {
 
+// Bytes of the KV cache for max_seq positions: 2 (k, v) x n_layers x max_seq x kv_dim float32.
+uint64_t kv_cache_bytes(const ModelConfig& config, int64_t max_seq);
+
 // The KV cache of one sequence: per layer k and v, [max_seq, n_kv_heads * head_dim], on the backend.
 class KVCache {
 public:

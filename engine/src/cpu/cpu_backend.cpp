@@ -10,6 +10,7 @@
 
 #include "cpu/kernels.hpp"
 #include "strata/error.hpp"
+#include "strata/host_memory.hpp"
 #include "strata/quant.hpp"
 
 namespace strata::cpu {
@@ -101,8 +102,15 @@ const ModelConfig& CpuBackend::config(const char* op) const {
     return model_->config;
 }
 
+uint64_t CpuBackend::memory_available() const { return host_memory_available(); }
+
 Buf CpuBackend::alloc(int64_t n, std::string_view debug_name) {
     if (n < 0) throw Error("cpu backend: negative size for buffer " + std::string(debug_name));
+    // Zero-filling touches every page: a buffer larger than the free memory would bring in the OOM killer.
+    const uint64_t bytes = static_cast<uint64_t>(n) * 4, free_bytes = memory_available();
+    if (bytes > free_bytes)
+        throw InputError("cpu backend: buffer '" + std::string(debug_name) + "' needs " + format_bytes(bytes) +
+                         " but only " + format_bytes(free_bytes) + " of memory is available");
     uint32_t id;
     if (!free_ids_.empty()) {
         id = free_ids_.back();

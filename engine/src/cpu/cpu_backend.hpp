@@ -17,6 +17,7 @@ public:
     BackendInfo info() const override;
     void load(const Model& model, const LoadProgress& progress) override;
     Buf alloc(int64_t n, std::string_view debug_name) override;
+    uint64_t memory_available() const override;
     void free(Buf b) override;
     void begin() override;
     void submit() override {}

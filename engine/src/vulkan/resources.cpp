@@ -239,6 +239,7 @@ Sequence& Sequence::operator=(Sequence&& o) noexcept {
 }
 
 void Sequence::begin() {
+    wait();  // a step abandoned by a cancelled wait may still run: its command buffer cannot be reset before
     if (recording_) {
         // A step abandoned by an exception: close and discard what it recorded.
         vkEndCommandBuffer(cmd_);
@@ -261,10 +262,23 @@ void Sequence::submit() {
     in_flight_ = true;
 }
 
-void Sequence::wait() {
+void Sequence::wait(const std::atomic<bool>* cancel) {
     if (!in_flight_) return;
+    const auto start = std::chrono::steady_clock::now();
+    const auto slice = static_cast<uint64_t>(std::chrono::nanoseconds(kWaitSlice).count());
+    for (;;) {
+        const VkResult r = vkWaitForFences(ctx_->device(), 1, &fence_, VK_TRUE, slice);
+        if (r == VK_SUCCESS) break;
+        if (r != VK_TIMEOUT) {
+            in_flight_ = false;  // a lost device signals nothing any more
+            check(r, "vkWaitForFences");
+        }
+        if (cancel && cancel->load()) throw Cancelled();
+        if (std::chrono::steady_clock::now() - start > kWaitLimit)
+            throw DeviceError("the GPU has not finished a step in " + std::to_string(kWaitLimit.count()) +
+                              " s: the device or its driver may be hung (reopen the model on the CPU backend)");
+    }
     in_flight_ = false;
-    check(vkWaitForFences(ctx_->device(), 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
     check(vkResetFences(ctx_->device(), 1, &fence_), "vkResetFences");
 }
 

@@ -5,6 +5,8 @@
 //   Sequence - a command buffer and the fence that says it has finished
 // plus DescriptorArena, the descriptor sets of one step (reset together when the next step begins).
 // All of them borrow the Context, which must outlive them.
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -102,10 +104,15 @@ public:
     bool recording() const { return recording_; }
     void begin();   // starts recording (abandoning an unfinished recording)
     void submit();  // ends recording and submits to the queue
-    void wait();    // waits on the fence of the last submit (no-op when nothing is in flight)
-    void submit_and_wait() {
+    // Waits on the fence of the last submit (no-op when nothing is in flight), in slices: it gives up with
+    // Cancelled once *cancel is true (the work stays in flight: begin() and the destructor wait for it), and with
+    // DeviceError after kWaitLimit (a hung device; display drivers reset a GPU long before that).
+    void wait(const std::atomic<bool>* cancel = nullptr);
+    static constexpr std::chrono::milliseconds kWaitSlice{20};
+    static constexpr std::chrono::seconds kWaitLimit{300};
+    void submit_and_wait(const std::atomic<bool>* cancel = nullptr) {
         submit();
-        wait();
+        wait(cancel);
     }
 
 private:

@@ -41,21 +41,11 @@ std::string result_name(VkResult r) {
 
 void check(VkResult r, std::string_view call) {
     if (r == VK_SUCCESS) return;
+    if (r == VK_ERROR_DEVICE_LOST)
+        throw DeviceLostError("the GPU was reset or stopped responding (VK_ERROR_DEVICE_LOST in " + std::string(call) +
+                              "): reopen the model on the CPU backend, or open it on Vulkan again to retry");
     throw DeviceError(std::string(call) + " failed: " + result_name(r));
 }
 
-std::string format_bytes(uint64_t bytes) {
-    char buf[64];
-    const double b = static_cast<double>(bytes);
-    if (bytes >= (1ull << 30))
-        std::snprintf(buf, sizeof buf, "%.2f GiB", b / double(1ull << 30));
-    else if (bytes >= (1ull << 20))
-        std::snprintf(buf, sizeof buf, "%.1f MiB", b / double(1ull << 20));
-    else if (bytes >= (1ull << 10))
-        std::snprintf(buf, sizeof buf, "%.1f KiB", b / double(1ull << 10));
-    else
-        std::snprintf(buf, sizeof buf, "%llu bytes", static_cast<unsigned long long>(bytes));
-    return buf;
-}
 
 }  // namespace strata::vk

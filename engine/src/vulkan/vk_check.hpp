@@ -6,6 +6,8 @@
 
 #include <vulkan/vulkan.h>
 
+#include "strata/host_memory.hpp"
+
 namespace strata::vk {
 
 // "VK_ERROR_OUT_OF_DEVICE_MEMORY", or "VkResult -13" for codes this build does not know.
@@ -22,7 +24,7 @@ T make(VkStructureType type) {
     return t;
 }
 
-// "1.25 GiB", "512 MiB", "96 KiB", "17 bytes": sizes in error messages and device listings.
-std::string format_bytes(uint64_t bytes);
+// Sizes in error messages and device listings.
+using strata::format_bytes;
 
 }  // namespace strata::vk

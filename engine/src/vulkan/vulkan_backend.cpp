@@ -356,6 +356,9 @@ void VulkanBackend::dispatch(const Kernel& k, std::span<const Binding> bindings,
 // ---------------------------------------------------------------------------------------------- steps
 
 void VulkanBackend::begin() {
+    if (lost_)
+        throw DeviceLostError("the GPU was reset or stopped responding in an earlier step (VK_ERROR_DEVICE_LOST): "
+                              "reopen the model on the CPU backend, or open it on Vulkan again to retry");
     step_began_ = std::chrono::steady_clock::now();
     stats_ = VulkanStepStats{};
     step_.begin();
@@ -388,7 +391,7 @@ void VulkanBackend::begin() {
     }
 }
 
-void VulkanBackend::submit() {
+void VulkanBackend::submit(const std::atomic<bool>* cancel) {
     require_recording("submit");
     // Guards: results that copies and shaders wrote into host-visible pages against the host reading them
     // once the fence has signalled.
@@ -400,7 +403,12 @@ void VulkanBackend::submit() {
     if (timestamps_) vkCmdWriteTimestamp(step_.cmd(), VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timestamps_, 1);
     stats_.record_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_began_).count();
-    step_.submit_and_wait();
+    try {
+        step_.submit_and_wait(cancel);
+    } catch (const DeviceLostError&) {
+        lost_ = true;
+        throw;
+    }
     retired_.clear();
     if (timestamps_) {
         uint64_t t[2] = {0, 0};

@@ -91,9 +91,11 @@ public:
     BackendInfo info() const override;
     void load(const Model& model, const LoadProgress& progress) override;
     Buf alloc(int64_t n, std::string_view debug_name) override;
+    uint64_t memory_available() const override { return ctx_->info().memory; }
     void free(Buf b) override;
     void begin() override;
-    void submit() override;
+    void submit() override { submit(nullptr); }
+    void submit(const std::atomic<bool>* cancel) override;
 
     void embed(Buf out, std::span<const int32_t> tokens) override;
     void rmsnorm(Buf out, Buf x, const TensorView& weight, int64_t T, float eps) override;
@@ -222,6 +224,7 @@ private:
         int64_t calls = 0;
     };
     bool profiling_ = false;
+    bool lost_ = false;  // VK_ERROR_DEVICE_LOST seen: every later step fails at once
     std::vector<std::string> profiled_;  // kernel of each per-dispatch timestamp in this step
     std::map<std::string, KernelTime> profile_;
     VkPipeline bound_pipeline_ = VK_NULL_HANDLE;

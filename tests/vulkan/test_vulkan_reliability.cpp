@@ -1,0 +1,93 @@
+// A failing device, seen from the tests: the validation collector records a deliberate mistake (so a clean run
+// means something), a device wait gives up when cancelled and the backend works afterwards, and a lost device
+// becomes a DeviceLostError that says what to do.
+#include <chrono>
+#include <thread>
+
+#include "../../engine/src/vulkan/context.hpp"
+#include "../../engine/src/vulkan/vk_check.hpp"
+#include "strata/error.hpp"
+#include "strata/transformer.hpp"
+#include "vk_helpers.hpp"
+
+using namespace strata;
+using namespace strata::test;
+using Catch::Matchers::Contains;
+
+TEST_CASE("the validation message collector records a deliberate validation error", "[vulkan][reliability]") {
+    clear_vulkan_validation_messages();
+    {
+        vk::ContextOptions o;
+        o.validation = true;
+        vk::Context ctx(o);
+        // A buffer of size 0 breaks VUID-VkBufferCreateInfo-size-00912.
+        auto ci = vk::make<VkBufferCreateInfo>(VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO);
+        ci.size = 0;
+        ci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
+        VkBuffer buffer = VK_NULL_HANDLE;
+        if (vkCreateBuffer(ctx.device(), &ci, nullptr, &buffer) == VK_SUCCESS && buffer)
+            vkDestroyBuffer(ctx.device(), buffer, nullptr);
+    }
+    const std::vector<std::string> messages = vulkan_validation_messages();
+    clear_vulkan_validation_messages();
+    REQUIRE_FALSE(messages.empty());
+    bool named = false;
+    for (const std::string& m : messages) named = named || m.find("VUID-VkBufferCreateInfo-size") != std::string::npos;
+    CHECK(named);
+}
+
+TEST_CASE("a device wait gives up when cancelled, and the next step waits for the work left running",
+          "[vulkan][reliability]") {
+    const auto model = load_model(golden_hf_dir());
+    auto b = make_vulkan();
+    b->load(*model);
+    const int64_t T = 250, V = model->config.vocab_size, dim = model->config.dim;  // 250 x 128256 floats < 128 MiB
+    const Buf x = b->alloc(T * dim, "x"), out = b->alloc(T * V, "logits");
+    const std::vector<float> values = random_floats(T * dim, 7);
+    auto one_big_step = [&](const std::atomic<bool>* cancel) {
+        b->begin();
+        b->write(x, values);
+        b->matmul(out, x, model->output_weight(), T);  // one dispatch of 8 GFLOP: seconds on lavapipe
+        b->submit(cancel);
+    };
+    using clock = std::chrono::steady_clock;
+    auto t0 = clock::now();
+    one_big_step(nullptr);
+    const double full = std::chrono::duration<double>(clock::now() - t0).count();
+
+    std::atomic<bool> cancel{false};
+    std::thread raiser([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        cancel = true;
+    });
+    t0 = clock::now();
+    CHECK_THROWS_AS(one_big_step(&cancel), Cancelled);
+    const double cancelled = std::chrono::duration<double>(clock::now() - t0).count();
+    raiser.join();
+    INFO("uncancelled step " << full << " s, cancelled after " << cancelled << " s");
+    CHECK(cancelled < 0.5 * full);
+
+    // The backend still works: the next step first waits for the abandoned one, then runs as usual.
+    b->begin();
+    const Readback r = b->readback(out.at(0, 8), 8);
+    b->submit();
+    const std::vector<float> first = b->fetch(r);
+    std::vector<float> row(static_cast<size_t>(dim)), w(static_cast<size_t>(dim));
+    for (int64_t j = 0; j < 8; ++j) {
+        model->output_weight().row_to_f32(j, w.data());
+        double s = 0;
+        for (int64_t i = 0; i < dim; ++i) s += double(values[size_t(i)]) * w[size_t(i)];
+        CHECK(first[size_t(j)] == Approx(s).margin(1e-3));
+    }
+    require_no_validation_messages();
+}
+
+TEST_CASE("a lost device is a DeviceLostError that says how to go on", "[vulkan][reliability]") {
+    try {
+        vk::check(VK_ERROR_DEVICE_LOST, "vkQueueSubmit");
+        FAIL("no error");
+    } catch (const DeviceLostError& e) {
+        CHECK_THAT(std::string(e.what()), Contains("vkQueueSubmit") && Contains("reset") && Contains("CPU backend"));
+    }
+    CHECK_THROWS_AS(vk::check(VK_ERROR_DEVICE_LOST, "vkWaitForFences"), DeviceError);  // a DeviceError too
+}
