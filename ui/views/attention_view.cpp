@@ -134,9 +134,11 @@ void AttentionView::refresh() {
     if (diff) {
         map_->setScaleKind(ColorScale::Kind::Diverging);
         map_->setFixedRange(-m, m);
+        setReadout(tr("Diff: the ablated pass's probabilities minus the clean pass's; each row sums to 0."));
     } else {
         map_->setScaleKind(ColorScale::Kind::Sequential);
         map_->setFixedRange(0.0f, 1.0f);
+        setReadout(tr("Rows are queries, columns the keys they attend to; each row sums to 1."));
     }
     grid_->setData(t->data.data(), heads, T, S, int(c.n_rep()), run->tokenTexts);
     grid_->setSelected(head_, state_->position());
