@@ -208,6 +208,14 @@ TEST_CASE("the atlas, the FFN heatmap and the toolbar ablate blocks, neurons and
     st.setAblations({{QStringLiteral("layers.1"), false}});
     REQUIRE(e.nextRun(before));
     CHECK(st.run()->trace.find("h.1")->data == st.run()->trace.find("h.0")->data);
+
+    // Opening a model clears the ablations (they name the old model's parts), chips included; its run is plain.
+    before = int(e.runs.count());
+    e.w.openPath(QString::fromStdString(test::demo_model().string()));
+    REQUIRE(e.nextRun(before));
+    CHECK(st.ablations().empty());
+    CHECK(e.w.interventionBar()->count() == 0);
+    CHECK_FALSE(st.run()->clean);
 }
 
 TEST_CASE("the compare view shows residual differences and runs the patching sweep with progress and cancel", "[ui][widgets][interventions]") {

@@ -68,11 +68,13 @@ void ExplorerState::setModel(const ModelSummaryPtr& model) {
     model_ = model;
     run_.reset();
     diffs_.clear();
+    const bool hadAblations = !ablations_.empty();
     ablations_.clear();  // specs name layers and heads of the old model
     lens_.reset();
     layer_ = 0;
     position_ = 0;
     emit modelChanged();
+    if (hadAblations) emit ablationsChanged();
     emit runChanged();
     emit lensChanged();
     emit layerChanged(layer_);

@@ -177,11 +177,7 @@ QString MainWindow::ablationTarget(QString* what) const {
 
 void MainWindow::rerun() {
     const RunResultPtr& run = state_->run();
-    if (!state_->model()) return;
-    if (!run) {
-        startRun();
-        return;
-    }
+    if (!state_->model() || !run) return;  // nothing to repeat (a new model clears its ablations before its first run)
     if (runId_) client_->cancelUpTo(runId_);  // a newer run replaces one still in flight
     runId_ = client_->runTokens(run->prompt, run->tokens, lens_->isChecked(), state_->ablations());
     statusBar()->showMessage(state_->ablations().empty() ? tr("Running again without ablations\u2026")
