@@ -283,7 +283,8 @@ TraceRequest EngineWorker::explorerRequest(const ModelConfig& c, int64_t T) {
     request.top_k = kTopK;
     // Everything while it fits the budget; for long prompts on big models the residual stream and what each
     // block adds (the norms view needs attention_out and ffn_out), and past that the residual stream alone.
-    const int64_t perPosition = 6 * c.dim + c.q_dim() + 2 * c.kv_dim() + c.hidden_dim;  // floats per layer
+    // floats per layer: 6 of dim (norms, branch outputs, residuals), q and attention.heads, k and v, ffn_hidden
+    const int64_t perPosition = 6 * c.dim + 2 * c.q_dim() + 2 * c.kv_dim() + c.hidden_dim;
     const int64_t all = 4 * T * c.n_layers * perPosition;
     const int64_t contributions = 4 * T * c.n_layers * 3 * c.dim;
     if (all <= kTraceBudgetBytes) {
