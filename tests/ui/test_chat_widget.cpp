@@ -2,6 +2,7 @@
 // stream, stop, go on to a second turn that reuses the KV cache, click a generated token and land in the explorer
 // at the step that chose it (the logits explorer and the logit lens agree with what the chat kept), a message that
 // does not fit, and settings that persist.
+#include <QElapsedTimer>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -241,4 +242,32 @@ TEST_CASE("the chat's sampling settings and system prompt persist", "[chat][widg
     CHECK(second.settings().sampler.seed == 1234);
     CHECK(second.settings().maxTokens == 77);
     CHECK(second.systemPrompt()->toPlainText() == QStringLiteral("Answer in French."));
+}
+
+TEST_CASE("closing while a reply streams returns at once: the worker stops between tokens", "[chat][widgets]") {
+    test::ui_app();
+    auto* client = new EngineClient;
+    QSignalSpy loaded(client, &EngineClient::modelLoaded);
+    client->openModel(QString::fromStdString(test::demo_model().string()), QStringLiteral("cpu"));
+    REQUIRE(wait_until([&] { return loaded.count() >= 1; }));
+
+    auto request = std::make_shared<ChatRequest>();
+    request->mode = ChatMode::Completion;
+    request->document = "Once upon a time";
+    request->sampler.temperature = 0.8f;
+    request->maxTokens = 1000000;  // far longer than anyone would wait for
+    request->contextLength = 4096;
+    EngineWorker* worker = client->worker();
+    QSignalSpy tokens(worker, &EngineWorker::chatToken);
+    const qint64 id = client->newId();
+    QMetaObject::invokeMethod(worker, [worker, id, request] { worker->chatGenerate(id, request); });
+    REQUIRE(wait_until([&] { return tokens.count() >= 3; }));
+
+    // What the window does when it closes: the client goes, joining the worker's thread.
+    QElapsedTimer timer;
+    timer.start();
+    delete client;
+    INFO("the thread joined after " << timer.elapsed() << " ms");
+    CHECK(timer.elapsed() < 5000);
+    CHECK(request->stop->load());  // the reply was told to stop, not left to run out its tokens
 }

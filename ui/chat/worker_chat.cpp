@@ -20,10 +20,21 @@ void EngineWorker::chatGenerate(qint64 id, const ChatRequestPtr& request) {
         emit chatFinished(id, outcome);
         return;
     }
+    {
+        // shutdown() stops this reply through its own flag, also when it arrives before the reply starts.
+        const std::lock_guard<std::mutex> lock(chatStopMutex_);
+        chatStop_ = request->stop;
+        if (shutdown_.load()) chatStop_->store(true);
+    }
     ChatEngine::Callbacks callbacks;
     callbacks.started = [&](const ChatStart& s) { emit chatStarted(id, std::make_shared<const ChatStart>(s)); };
     callbacks.token = [&](const ChatToken& t) { emit chatToken(id, std::make_shared<const ChatToken>(t)); };
-    emit chatFinished(id, std::make_shared<const ChatOutcome>(chatEngine().generate(*request, callbacks)));
+    const ChatOutcome outcome = chatEngine().generate(*request, callbacks);
+    {
+        const std::lock_guard<std::mutex> lock(chatStopMutex_);
+        chatStop_.reset();
+    }
+    emit chatFinished(id, std::make_shared<const ChatOutcome>(outcome));
 }
 
 void EngineWorker::positionLogits(qint64 id, const RunResultPtr& run, int position, bool withLens) {

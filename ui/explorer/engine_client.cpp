@@ -26,7 +26,7 @@ EngineClient::EngineClient(QObject* parent) : QObject(parent), worker_(new Engin
 }
 
 EngineClient::~EngineClient() {
-    worker_->cancelUpTo(nextId_);
+    worker_->shutdown();  // a streaming reply or a sweep stops at its next check; queued tasks return at once
     thread_.quit();
     thread_.wait();
 }

@@ -69,9 +69,16 @@ void EngineWorker::cancelUpTo(qint64 id) {
     abort_.store(true);
 }
 
+void EngineWorker::shutdown() {
+    shutdown_.store(true);
+    abort_.store(true);
+    const std::lock_guard<std::mutex> lock(chatStopMutex_);
+    if (chatStop_) chatStop_->store(true);
+}
+
 void EngineWorker::beginTask(qint64 id) {
-    // A cancel that arrived before this task started still applies to it.
-    abort_.store(id <= cancelledUpTo_.load());
+    // A cancel that arrived before this task started still applies to it; after shutdown() everything is.
+    abort_.store(shutdown_.load() || id <= cancelledUpTo_.load());
 }
 
 QString EngineWorker::cacheDir() {

@@ -4,6 +4,7 @@
 // types by signal, so it never waits on the engine. Long tasks poll an abort flag between steps.
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include <QObject>
@@ -32,6 +33,10 @@ public:
 
     // Thread-safe (called from the GUI thread): cancels every task with an id <= id, running or queued.
     void cancelUpTo(qint64 id);
+    // Thread-safe: the window is closing. Every long job stops at its next check (a streaming reply between two
+    // tokens, a prefill between layers, a device wait within its slice) and every queued one returns at once, so
+    // the thread can be joined without waiting for work nobody will see.
+    void shutdown();
 
     // Where the demonstration model lives: $STRATA_CACHE_DIR/demo when that is set, else demo/ in the user's data
     // folder (QStandardPaths::AppDataLocation, ~/.local/share/strata/strata/demo).
@@ -133,6 +138,10 @@ private:
     ChatEngine& chatEngine();  // made on first use for the loaded model
 
     std::atomic<bool> abort_{false};
+    std::atomic<bool> shutdown_{false};
+    // The stop flag of the reply being generated (chat requests carry their own); shutdown() raises it.
+    std::mutex chatStopMutex_;
+    std::shared_ptr<std::atomic<bool>> chatStop_;
     std::atomic<qint64> cancelledUpTo_{0};
 
     // Destroyed in reverse order: transformer, backend, model.
