@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -56,12 +57,19 @@ inline void put(const std::filesystem::path& p, const std::optional<std::string>
     else std::filesystem::remove(p, ec);
 }
 
-// A fresh folder for this process (several fuzzers may run side by side with -jobs).
+// A fresh folder for this process (several fuzzers may run side by side with -jobs), removed when the fuzzer
+// exits normally (after a crash it stays, beside the crashing input).
 inline std::filesystem::path scratch(const std::string& name) {
+    static std::filesystem::path process_dir;
     const std::filesystem::path base = std::filesystem::exists("/dev/shm") ? "/dev/shm" : std::filesystem::temp_directory_path();
-    const std::filesystem::path dir = base / ("strata-fuzz-" + std::to_string(getpid())) / name;
+    process_dir = base / ("strata-fuzz-" + std::to_string(getpid()));
+    const std::filesystem::path dir = process_dir / name;
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
+    std::atexit([] {
+        std::error_code ec;
+        std::filesystem::remove_all(process_dir, ec);
+    });
     return dir;
 }
 
