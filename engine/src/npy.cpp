@@ -1,5 +1,7 @@
 #include "strata/npy.hpp"
 
+#include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -41,6 +43,8 @@ NpyArray read_npy(const std::filesystem::path& file) {
     }
     if (header_start + header_len > bytes.size()) throw FormatError(where + "header runs past the end of the file");
     std::string header = bytes.substr(header_start, header_len);
+    // The header goes into messages cut short: a version 2 header can be 4 GB.
+    const std::string shown = header.size() > 120 ? header.substr(0, 120) + "..." : header;
     std::string descr = field(header, "descr");
     size_t elem = 0;
     bool f64 = false;
@@ -50,25 +54,43 @@ NpyArray read_npy(const std::filesystem::path& file) {
         elem = 8;
         f64 = true;
     } else {
-        throw FormatError(where + "dtype must be little-endian float32 or float64, header: " + header);
+        throw FormatError(where + "dtype must be little-endian float32 or float64, header: " + shown);
     }
     if (field(header, "fortran_order").find("False") == std::string::npos)
         throw FormatError(where + "Fortran order is not supported");
     std::string shape_s = field(header, "shape");
     auto open = shape_s.find('('), close = shape_s.find(')');
-    if (open == std::string::npos || close == std::string::npos) throw FormatError(where + "no shape in header");
+    if (open == std::string::npos || close == std::string::npos || close < open)
+        throw FormatError(where + "no shape in header");
+    const size_t data_start = header_start + header_len;
+    const uint64_t available = (bytes.size() - data_start) / elem;  // whole elements after the header
     NpyArray out;
     std::stringstream ss(shape_s.substr(open + 1, close - open - 1));
     std::string part;
-    uint64_t n = 1;
+    // The element count, formed without overflow: past what the file can hold it stops growing (`beyond`), which
+    // is an error unless another dimension is 0.
+    bool zero = false, beyond = false;
+    uint64_t nonzero = 1;
     while (std::getline(ss, part, ',')) {
-        if (part.find_first_not_of(" ") == std::string::npos) continue;
-        int64_t d = std::stoll(part);
+        const size_t b = part.find_first_not_of(' ');
+        if (b == std::string::npos) continue;
+        size_t e = part.find_last_not_of(' ');
+        if (e > b && part[e] == 'L') --e;  // Python 2's numpy wrote long dimensions as "3L"
+        int64_t d = 0;
+        const auto r = std::from_chars(part.data() + b, part.data() + e + 1, d);
+        if (r.ec != std::errc() || r.ptr != part.data() + e + 1)
+            throw FormatError(where + "shape dimension \"" + part.substr(b, std::min<size_t>(e + 1 - b, 40)) +
+                              "\" is not an integer");
         if (d < 0) throw FormatError(where + "negative dimension");
         out.shape.push_back(d);
-        n *= static_cast<uint64_t>(d);
+        if (d == 0) zero = true;
+        else if (beyond || static_cast<uint64_t>(d) > available / nonzero) beyond = true;
+        else nonzero *= static_cast<uint64_t>(d);
     }
-    size_t data_start = header_start + header_len;
+    if (!zero && beyond)
+        throw FormatError(where + "data truncated: the shape needs more than the " +
+                          std::to_string(bytes.size() - data_start) + " bytes after the header");
+    const uint64_t n = zero ? 0 : nonzero;
     if (bytes.size() - data_start < n * elem)
         throw FormatError(where + "data truncated: expected " + std::to_string(n * elem) + " bytes, found " +
                           std::to_string(bytes.size() - data_start));
@@ -80,7 +102,7 @@ NpyArray read_npy(const std::filesystem::path& file) {
             std::memcpy(&d, p + i * 8, 8);
             out.data[i] = static_cast<float>(d);
         }
-    } else {
+    } else if (n > 0) {  // (an empty vector's data() may be null, which memcpy does not accept)
         std::memcpy(out.data.data(), p, n * 4);
     }
     return out;

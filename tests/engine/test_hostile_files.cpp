@@ -15,6 +15,7 @@
 #include "../../engine/src/checkpoint/torch_zip.hpp"
 #include "strata/error.hpp"
 #include "strata/model.hpp"
+#include "strata/npy.hpp"
 #include "strata/tokenizer.hpp"
 
 namespace fs = std::filesystem;
@@ -234,4 +235,99 @@ TEST_CASE("a config value that is a huge array is described by its size, not pri
     const std::string msg = error_of<FormatError>([&] { load_model(dir); });
     CHECK_THAT(msg, Contains("hidden_size") && Contains("an array of 200000 values"));
     CHECK(msg.size() < 400);
+}
+
+// ---------------------------------------------------------------------------------------------- sizes
+
+TEST_CASE("a config or tokenizer file far larger than any of its kind is refused before it is read", "[hostile]") {
+    // Sparse files: 17 MiB (config files) and 65 MiB (tokenizer files) of zeros cost no disk. Before the limit on
+    // params.json, a file of any size was read whole into memory (a 50 GB "params.json" was an out-of-memory).
+    auto huge = [](const fs::path& file, uintmax_t bytes) {
+        test::write_file(file, "{}");
+        fs::resize_file(file, bytes);
+    };
+    auto refused = [](const std::string& msg, const fs::path& file, const char* limit) {
+        INFO(msg);
+        CHECK_THAT(msg, Contains(file.string()) && Contains(std::string(limit) + "-byte limit"));
+    };
+    const uintmax_t over16 = (16ull << 20) + 1, over64 = (64ull << 20) + 1;
+    {
+        const fs::path meta = test::temp_dir("huge-params");
+        huge(meta / "params.json", over16);
+        test::write_file(meta / "consolidated.00.pth", "");
+        test::write_file(meta / "tokenizer.model", "");
+        refused(error_of<FormatError>([&] { load_model(meta); }), meta / "params.json", "16777216");
+    }
+    const fs::path dir = test::hf::write_tiny("huge-files");
+    const std::string config = test::read_file(dir / "config.json");
+    huge(dir / "config.json", over16);
+    refused(error_of<FormatError>([&] { load_model(dir); }), dir / "config.json", "16777216");
+    test::write_file(dir / "config.json", config);
+    for (const char* name : {"generation_config.json", "model.safetensors.index.json"}) {
+        huge(dir / name, over16);
+        refused(error_of<FormatError>([&] { load_model(dir); }), dir / name, "16777216");
+        fs::remove(dir / name);
+    }
+    const fs::path tok = test::temp_dir("huge-tokenizer") / "tokenizer.json";
+    huge(tok, over64);
+    refused(error_of<TokenizerError>([&] { Tokenizer::from_hf_json(tok); }), tok, "67108864");
+}
+
+// ---------------------------------------------------------------------------------------------- .npy
+
+namespace {
+
+// A version 1.0 .npy file with `header` (padded as numpy pads it) and `data`.
+fs::path npy_file(const std::string& tag, std::string header, const std::string& data) {
+    header.append((64 - (10 + header.size() + 1) % 64) % 64, ' ');
+    header += '\n';
+    std::string bytes = "\x93NUMPY\x01";
+    bytes += '\0';
+    bytes += static_cast<char>(header.size() & 0xff);
+    bytes += static_cast<char>(header.size() >> 8);
+    const fs::path file = test::temp_dir("npy-" + tag) / "a.npy";
+    test::write_file(file, bytes + header + data);
+    return file;
+}
+
+std::string npy_header(const std::string& shape, const std::string& descr = "<f4") {
+    return "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + shape + "), }";
+}
+
+}  // namespace
+
+TEST_CASE("hostile .npy files: a bad or huge shape is an error naming the file, not an exception from the library",
+          "[hostile]") {
+    auto refused = [](const fs::path& file, const std::string& part) {
+        const std::string msg = error_of<FormatError>([&] { read_npy(file); });
+        INFO(msg);
+        CHECK_THAT(msg, Contains(file.string()) && Contains(part));
+        CHECK(msg.size() < 400);
+    };
+    const std::string four(16, '\0');
+    // Found by fuzz_npy. A dimension that is not a number was std::invalid_argument from std::stoll, one too
+    // large for int64 std::out_of_range, neither a strata::Error.
+    refused(npy_file("word", npy_header("abc,"), four), "\"abc\" is not an integer");
+    refused(npy_file("long", npy_header("99999999999999999999,"), four), "is not an integer");
+    // 2^62 + 1 elements: the byte count overflowed to 4, the check passed, and the array was resized to 2^62 + 1
+    // floats (std::length_error, or an out-of-memory).
+    refused(npy_file("overflow", npy_header("4611686018427387905,"), four), "data truncated");
+    refused(npy_file("product", npy_header("65536, 65536, 65536, 65536"), four), "data truncated");
+    // A header of any length was copied into the message whole.
+    refused(npy_file("descr", npy_header("1,", "<i8" + std::string(20000, 'x')), four), "float32 or float64");
+
+    // Legitimate shapes still read: an empty array (its zero-length copy was undefined behaviour), a scalar, a
+    // 3 x 0 array with no data, Python 2's "2L" dimensions.
+    const NpyArray empty = read_npy(npy_file("empty", npy_header("0, 5"), ""));
+    CHECK(empty.shape == std::vector<int64_t>{0, 5});
+    CHECK(empty.data.empty());
+    CHECK(read_npy(npy_file("three-by-zero", npy_header("3, 0"), "")).data.empty());
+    const float one = 1.5f;
+    const NpyArray scalar = read_npy(npy_file("scalar", npy_header(""), std::string(reinterpret_cast<const char*>(&one), 4)));
+    CHECK(scalar.shape.empty());
+    REQUIRE(scalar.data.size() == 1);
+    CHECK(scalar.data[0] == 1.5f);
+    const NpyArray py2 = read_npy(npy_file("py2", npy_header("2L, 2L"), four));
+    CHECK(py2.shape == std::vector<int64_t>{2, 2});
+    CHECK(py2.data.size() == 4);
 }

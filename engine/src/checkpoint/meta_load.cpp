@@ -28,7 +28,14 @@ namespace strata {
 
 namespace {
 
+// params.json is a few hundred bytes; the same limit as config.json's (huggingface.cpp).
+constexpr uintmax_t kMaxParamsBytes = 16ull << 20;
+
 json read_params(const fs::path& file) {
+    std::error_code ec;
+    if (const uintmax_t size = fs::file_size(file, ec); !ec && size > kMaxParamsBytes)
+        throw FormatError(file.string() + ": " + std::to_string(size) + " bytes is larger than the " +
+                          std::to_string(kMaxParamsBytes) + "-byte limit for this file");
     std::ifstream f(file, std::ios::binary);
     if (!f) throw FormatError(file.string() + ": cannot open");
     std::ostringstream s;

@@ -76,7 +76,8 @@ void CpuBackend::load(const Model& model, const LoadProgress& progress) {
                 throw FormatError(what + ": " + std::to_string(t.nbytes) + " bytes do not hold " + std::to_string(n) +
                                   " " + std::string(dtype_name(t.dtype)) + " weights");
             const int64_t rows = t.shape.size() < 2 ? 1 : t.rows(), cols = t.cols();
-            pool_.parallel_for(rows, 64, [&](int64_t r0, int64_t r1) {
+            // &t = t: clang before 16 cannot capture a structured binding (the fuzz build uses clang 14).
+            pool_.parallel_for(rows, 64, [&, &t = t](int64_t r0, int64_t r1) {
                 try {
                     quant::validate(t.dtype, t.data + static_cast<uint64_t>(r0) * t.row_bytes(), (r1 - r0) * cols,
                                     what);
