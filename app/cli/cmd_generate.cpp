@@ -56,7 +56,10 @@ int run_generate(const Args& args) {
         prompt = prompt_ids(args, model);
     }
     if (model.config.is_demo && !json)
-        std::fprintf(stderr, "note: this is Strata's demonstration model (random weights): its text is noise\n");
+        std::fprintf(stderr, model.config.demo_trained
+                                 ? "note: this is Strata's demonstration model, a tiny Llama 3 trained on generated "
+                                   "English: it knows only simple stories, facts, sums and chats\n"
+                                 : "note: this is Strata's demonstration model (random weights): its text is noise\n");
 
     // A cache for the prompt and what may follow, within the model's context.
     const int64_t context = std::min<int64_t>(model.config.max_seq_len,

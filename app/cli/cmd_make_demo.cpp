@@ -1,4 +1,5 @@
-// strata-cli make-demo: writes the demonstration model (random weights, real Llama 3 tokenizer) in HF layout.
+// strata-cli make-demo: writes the demonstration model (the tiny trained Llama 3 embedded in the engine, or with
+// --random today's random-weights model; the real Llama 3 tokenizer) in HF layout.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -37,10 +38,12 @@ fs::path default_tokenizer() {
 }
 
 int run_make_demo(const Args& args) {
-    args.allow_only({"out", "tokenizer", "seed"});
+    args.allow_only({"out", "tokenizer", "seed", "random"});
     const fs::path out = args.require("out");
     const fs::path tok = args.has("tokenizer") ? fs::path(args.require("tokenizer")) : default_tokenizer();
     DemoOptions options;
+    options.random = args.has("random");
+    if (args.has("seed") && !options.random) throw UsageError("--seed is the seed of --random's weights");
     options.seed = static_cast<uint64_t>(args.get_int("seed", static_cast<int64_t>(options.seed)));
     make_demo_model(out, tok, options);
 
@@ -48,20 +51,24 @@ int run_make_demo(const Args& args) {
     const auto model = load_model(out);
     const nlohmann::json j = {{"path", out.string()},
                               {"demo", model->config.is_demo},
+                              {"trained", model->config.demo_trained},
+                              {"description", model->config.demo_description},
                               {"parameters", model->parameter_count()},
                               {"file_bytes", model->file_bytes()},
-                              {"seed", options.seed}};
+                              {"seed", options.random ? nlohmann::json(options.seed) : nlohmann::json(nullptr)}};
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
 }
 
 }  // namespace
 
-STRATA_COMMAND(Command{"make-demo", "--out DIR [--tokenizer PATH] [--seed N]",
-                       "write the demonstration model (Llama 3 architecture, random weights, real tokenizer)",
+STRATA_COMMAND(Command{"make-demo", "--out DIR [--tokenizer PATH] [--random [--seed N]]",
+                       "write the demonstration model (a tiny trained Llama 3, real tokenizer; --random: random "
+                       "weights)",
                        run_make_demo,
                        {{"out", "DIR", "the folder to write (created)"},
                         {"tokenizer", "PATH", "the Llama 3 tokenizer.json (default: the cached or installed one)"},
-                        {"seed", "N", "the seed of the random weights (default 20240418)"}}});
+                        {"random", "", "random weights instead of the trained model (for tests)"},
+                        {"seed", "N", "with --random: the seed of the random weights (default 20240418)"}}});
 
 }  // namespace strata::cli

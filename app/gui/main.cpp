@@ -34,7 +34,8 @@ struct Options {
 void describe(QCommandLineParser& cli, Options& o) {
     cli.setApplicationDescription(QStringLiteral(
         "Strata: look inside Llama 3, layer by layer. Opens MODEL (a Hugging Face or Meta folder, or a .gguf file), or "
-        "with no MODEL the demonstration model (random weights), written on first run into the user's data folder."));
+        "with no MODEL the demonstration model (a tiny Llama 3 trained by Strata on generated English), written on "
+        "first run into the user's data folder."));
     cli.addHelpOption();
     cli.addVersionOption();
     cli.addPositionalArgument(QStringLiteral("model"), QStringLiteral("A Hugging Face or Meta folder, or a .gguf file"),
@@ -62,8 +63,9 @@ void printMan(const Options& o) {
                              "the CPU or on the GPU through Vulkan, keeps every intermediate tensor, and shows them: "
                              "embeddings, the residual stream after every block, RMSNorm gains, attention, logits, "
                              "each with an annotation card. MODEL is a Hugging Face folder, a Meta folder or a .gguf "
-                             "file. Without MODEL, Strata opens its demonstration model: the Llama 3 architecture and "
-                             "tokenizer with small random weights, written on first run into the user's data folder.")) +
+                             "file. Without MODEL, Strata opens its demonstration model: a tiny Llama 3 (3 M "
+                             "parameters, the real tokenizer) that Strata trained on generated English, written on "
+                             "first run into the user's data folder.")) +
          QStringLiteral("\n");
     m += QStringLiteral(".SH OPTIONS\n.TP\n.BR \\-h \", \" \\-\\-help\nThe options.\n.TP\n.BR \\-v \", \" \\-\\-version\n"
                         "The version.\n");

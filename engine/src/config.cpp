@@ -107,6 +107,7 @@ void to_json(nlohmann::json& j, const ModelConfig& c) {
         {"bos_id", c.bos_id},
         {"eos_ids", c.eos_ids},
         {"is_demo", c.is_demo},
+        {"demo_trained", c.demo_trained},
         {"is_instruct", c.is_instruct},
     };
 }

@@ -47,6 +47,7 @@ const fs::path& tiny_demo() {
     static fs::path dir = [] {
         fs::path d = test::temp_dir("tiny-demo");
         DemoOptions o;
+        o.random = true;
         o.dim = 64;
         o.n_layers = 2;
         o.n_heads = 4;

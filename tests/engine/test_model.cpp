@@ -121,9 +121,9 @@ TEST_CASE("strata-cli info prints format, config, exact parameters, dtypes and b
     CHECK_THAT(bad, Contains("error:") && Contains("no such file or folder"));
 }
 
-TEST_CASE("the demonstration model: written, loaded, marked, and a genuine HF checkpoint", "[checkpoint]") {
+TEST_CASE("the random demonstration model: written, loaded, marked, and a genuine HF checkpoint", "[checkpoint]") {
     const fs::path dir = temp_dir("demo");
-    const DemoOptions o;
+    const DemoOptions o{.random = true};
     make_demo_model(dir, tokenizer_json(), o);
     const auto m = load_model(dir);
     REQUIRE_NOTHROW(m->validate_shapes());
@@ -168,8 +168,9 @@ TEST_CASE("the demonstration model: written, loaded, marked, and a genuine HF ch
     CHECK(gs > 0.05);
 }
 
-TEST_CASE("the demonstration model is reproducible from its seed", "[checkpoint]") {
+TEST_CASE("the random demonstration model is reproducible from its seed", "[checkpoint]") {
     DemoOptions o;
+    o.random = true;
     o.dim = 32;
     o.n_layers = 1;
     o.n_heads = 4;
@@ -189,6 +190,7 @@ TEST_CASE("the demonstration model refuses a missing tokenizer and impossible op
     const fs::path dir = temp_dir("demo-bad");
     CHECK_THAT(error_of<TokenizerError>([&] { make_demo_model(dir, dir / "nope.json"); }), Contains("nope.json"));
     DemoOptions o;
+    o.random = true;
     o.n_kv_heads = 3;
     CHECK_THROWS_AS(make_demo_model(dir, tokenizer_json(), o), InputError);
     CHECK_FALSE(fs::exists(dir / "model.safetensors"));
@@ -205,6 +207,16 @@ TEST_CASE("strata-cli make-demo writes a model that info calls a demonstration",
     CHECK(status == 0);
     CHECK(info["demo"] == true);
     CHECK(info["config"]["is_demo"] == true);
+    CHECK(info["config"]["demo_trained"] == true);
+
+    const fs::path rnd = temp_dir("demo-cli") / "random";
+    const json r = json::parse(run_cli("make-demo --random --seed 7 --out " + rnd.string() + " --tokenizer " +
+                                       tokenizer_json().string(), &status));
+    CHECK(status == 0);
+    CHECK(r["trained"] == false);
+    CHECK(r["seed"] == 7);
+    CHECK(run_cli("make-demo --seed 7 --out " + rnd.string(), &status).find("--random") != std::string::npos);
+    CHECK(status != 0);
 }
 
 // Hidden ([.rss]): run with `strata_engine_tests "[.rss]"`. Writes a sparse 2.5 GB checkpoint shaped like

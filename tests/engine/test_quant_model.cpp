@@ -32,6 +32,7 @@ const fs::path& demo256() {
     static const fs::path dir = [] {
         const fs::path d = test::temp_dir("quant-demo256");
         DemoOptions o;
+        o.random = true;
         o.dim = 256;
         o.n_layers = 2;
         o.n_heads = 4;

@@ -65,7 +65,7 @@ TEST_CASE("the explorer opens a model, runs the prompt, and steps through layers
     ExplorerState& st = e.st();
     REQUIRE(st.model());
     CHECK(st.model()->config.is_demo);
-    CHECK(e.w.windowTitle().contains("demonstration model: random weights"));
+    CHECK(e.w.windowTitle().contains("demonstration model: a tiny trained Llama 3"));
     const int T = st.positions();
     REQUIRE(T > 4);
     CHECK(e.w.chips()->count() == T);

@@ -33,7 +33,7 @@ inline bool wait_until(const std::function<bool()>& pred, int ms = 60000) {
     return QTest::qWaitFor([&] { return pred(); }, ms);
 }
 
-// A demonstration model (random weights, real tokenizer) under the test build's tmp/.
+// The demonstration model (the trained one, real tokenizer) under the test build's tmp/.
 inline std::filesystem::path demo_model() {
     static std::filesystem::path dir = [] {
         std::filesystem::path d = temp_dir("ui-demo");

@@ -363,6 +363,7 @@ const Model& demo_model() {
     static std::unique_ptr<Model> model = [] {
         const fs::path dir = temp_dir("quant-demo");
         DemoOptions o;
+        o.random = true;
         o.dim = 256;
         o.n_layers = 2;
         o.n_heads = 4;

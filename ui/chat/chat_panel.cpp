@@ -106,8 +106,7 @@ ChatPanel::~ChatPanel() {
 void ChatPanel::buildLayout() {
     // Left: the conversation.
     modelLabel_ = new QLabel;
-    demoNote_ = new QLabel(tr("demonstration model: random weights, so the replies are noise \u2014 but every step of "
-                              "them can be opened and inspected"));
+    demoNote_ = new QLabel;
     demoNote_->setStyleSheet(QStringLiteral("QLabel { background: #fff3cd; color: #664d03; border: 1px solid #ffe69c; padding: 2px 6px; }"));
     demoNote_->setVisible(false);
     mode_ = new QComboBox;
@@ -272,6 +271,11 @@ void ChatPanel::setModel(const ModelSummaryPtr& model) {
     if (model) {
         const ModelConfig& c = model->config;
         modelLabel_->setText(tr("<b>%1</b> \u00b7 %2").arg(model->name.toHtmlEscaped(), c.is_instruct ? tr("instruct") : tr("base model")));
+        demoNote_->setText(c.demo_trained
+                               ? tr("demonstration model: a tiny Llama 3 trained on generated chats \u2014 it answers "
+                                    "simple questions (capitals, colours, small sums, animal sounds, short stories)")
+                               : tr("demonstration model: random weights, so the replies are noise \u2014 but every "
+                                    "step of them can be opened and inspected"));
         demoNote_->setVisible(c.is_demo);
         context_->setMaximum(int(std::min<int64_t>(c.max_seq_len, 1 << 20)));
         ablateLayer_->setRange(0, int(c.n_layers) - 1);

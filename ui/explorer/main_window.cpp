@@ -111,8 +111,7 @@ void MainWindow::buildLayout() {
     promptRow->addWidget(lens_);
     promptRow->addWidget(run_);
 
-    demoBanner_ = new QLabel(tr("<b>demonstration model: random weights</b> \u2014 Llama 3 architecture and tokenizer, but "
-                                "its outputs mean nothing. Open a real checkpoint with File \u25b8 Open."));
+    demoBanner_ = new QLabel;
     demoBanner_->setStyleSheet(QStringLiteral("QLabel { background: #fff3cd; color: #664d03; border: 1px solid #ffe69c; padding: 4px 8px; }"));
     demoBanner_->setVisible(false);
     errorBanner_ = new QLabel;
@@ -554,6 +553,12 @@ void MainWindow::onModelLoaded(qint64 id, const ModelSummaryPtr& summary) {
     modelPath_ = pendingPath_;
     openedDemo_ = pendingDemo_;
     if (!openedDemo_) addRecent(summary->path);
+    demoBanner_->setText(summary->config.demo_trained
+        ? tr("<b>demonstration model: a tiny Llama 3 trained by Strata</b> \u2014 3 M parameters, 4 layers, the real "
+             "Llama 3 tokenizer, trained on generated English (stories, facts, sums, chats, copying): it knows only "
+             "that small world. Open a real checkpoint with File \u25b8 Open.")
+        : tr("<b>demonstration model: random weights</b> \u2014 Llama 3 architecture and tokenizer, but its outputs "
+             "mean nothing. Open a real checkpoint with File \u25b8 Open."));
     demoBanner_->setVisible(summary->config.is_demo);
     if (!summary->backendNote.isEmpty()) showError(tr("choosing the backend"), summary->backendNote);
     updateStatus();
@@ -668,7 +673,9 @@ void MainWindow::updateStatus() {
         setWindowTitle(tr("Strata"));
         return;
     }
-    const QString name = m->config.is_demo ? tr("%1 (demonstration model: random weights)").arg(m->name) : m->name;
+    const QString name = !m->config.is_demo     ? m->name
+                         : m->config.demo_trained ? tr("%1 (demonstration model: a tiny trained Llama 3)").arg(m->name)
+                                                  : tr("%1 (demonstration model: random weights)").arg(m->name);
     statusModel_->setText(tr("model: %1 \u00b7 %2 parameters").arg(name, groupDigits(m->parameters)));
     statusFormat_->setText(tr("format: %1").arg(m->format));
     statusDtype_->setText(tr("dtype: %1").arg(m->dtype));

@@ -145,7 +145,8 @@ void EngineWorker::openModel(qint64 id, const QString& path, const QString& back
 void EngineWorker::openDemo(qint64 id, const QString& backend) {
     beginTask(id);
     const QString dir = demoDir();
-    if (!QFileInfo::exists(dir + "/config.json")) {
+    // A folder an older Strata wrote (random weights, or other trained weights) is written again.
+    if (!QFileInfo::exists(dir + "/config.json") || !demo_model_is_current(fsPath(dir))) {
         const QString tokenizer = cachedTokenizer();
         const QString what = tr("writing the demonstration model to %1").arg(dir);
         if (!QFileInfo::exists(tokenizer)) {
@@ -163,6 +164,7 @@ void EngineWorker::openDemo(qint64 id, const QString& backend) {
             QDir(tmp).removeRecursively();
             QDir().mkpath(tmp);
             make_demo_model(fsPath(tmp), fsPath(tokenizer));
+            if (QFileInfo::exists(dir) && !demo_model_is_current(fsPath(dir))) QDir(dir).removeRecursively();
             if (!QDir().rename(tmp, dir) && !QFileInfo::exists(dir + "/config.json")) {
                 emit failed(id, what, tr("cannot rename %1 to %2").arg(tmp, dir));
                 return;

@@ -34,7 +34,9 @@ struct ModelConfig {
     int32_t bos_id = 128000;
     std::vector<int32_t> eos_ids;  // from generation_config.json / params / GGUF; generation also stops on
                                    // <|eot_id|>, <|end_of_text|>, <|eom_id|>
-    bool is_demo = false;          // the built-in demonstration model (random weights)
+    bool is_demo = false;          // the built-in demonstration model
+    bool demo_trained = false;     // ... and it is the trained one (scripts/train-demo), not random weights
+    std::string demo_description;  // what the demonstration model is, from its config.json
     bool is_instruct = false;      // has a chat template (instruct model): chat uses the Llama 3 template
     std::string name;              // a display name (folder or file name)
 

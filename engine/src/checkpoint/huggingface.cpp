@@ -146,6 +146,9 @@ ModelConfig parse_config(const fs::path& dir) {
     c.tie_embeddings = f.boolean("tie_word_embeddings", false);          // LlamaConfig's default
     c.max_seq_len = f.integer("max_position_embeddings", 8192);
     c.is_demo = f.boolean("strata_demo", false);
+    c.demo_trained = c.is_demo && f.boolean("strata_demo_trained", false);
+    if (c.is_demo && j.contains("strata_demo_description") && j["strata_demo_description"].is_string())
+        c.demo_description = j["strata_demo_description"].get<std::string>();
 
     if (f.has("rope_scaling")) {
         const json& rs = j["rope_scaling"];

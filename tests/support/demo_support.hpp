@@ -1,0 +1,131 @@
+#pragma once
+// The trained demonstration model and what the tests measure on it (the same on every backend): next-token loss,
+// the induction score on a repeated random span of common tokens, greedy completion. docs/demo-model.md reports
+// these numbers; the bounds the tests hold them to are recorded there too.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "strata/backend.hpp"
+#include "strata/demo.hpp"
+#include "strata/model.hpp"
+#include "strata/transformer.hpp"
+#include "support.hpp"
+
+namespace strata::test {
+
+// Expanded once per process from the weights embedded in the engine.
+inline const std::filesystem::path& trained_demo_dir() {
+    static const std::filesystem::path dir = [] {
+        const std::filesystem::path d = temp_dir("trained-demo");
+        make_demo_model(d, tokenizer_json());
+        return d;
+    }();
+    return dir;
+}
+
+// The logits at every position ([T, vocab], row-major) of one prefill.
+inline std::vector<float> all_logits(const Model& model, Backend& backend, const std::vector<int32_t>& ids) {
+    Transformer tf(model, backend);
+    KVCache cache(backend, model.config, static_cast<int64_t>(ids.size()));
+    TraceRequest req;
+    req.residuals = false;
+    req.logits_all_positions = true;
+    req.keep_logits = true;
+    req.top_k = 0;
+    Trace t = tf.prefill(cache, ids, req);
+    return std::move(t.tensors.at("logits").data);
+}
+
+// -log p(ids[p+1] | ids[..p]) for p in [0, T-1), under the full 128256-way softmax.
+inline std::vector<double> next_token_losses(const Model& model, Backend& backend, const std::vector<int32_t>& ids) {
+    const std::vector<float> logits = all_logits(model, backend, ids);
+    const int64_t V = model.config.vocab_size;
+    std::vector<double> out;
+    for (size_t p = 0; p + 1 < ids.size(); ++p) {
+        const float* row = logits.data() + static_cast<int64_t>(p) * V;
+        const double mx = *std::max_element(row, row + V);
+        double s = 0;
+        for (int64_t i = 0; i < V; ++i) s += std::exp(double(row[i]) - mx);
+        out.push_back(mx + std::log(s) - double(row[ids[p + 1]]));
+    }
+    return out;
+}
+
+inline double mean(const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return v.empty() ? 0.0 : s / double(v.size());
+}
+
+// Common words that are one token with a leading space ("cat" -> " cat"), from the demonstration's world.
+inline std::vector<int32_t> common_word_tokens(const Model& model) {
+    static const char* words[] = {"cat", "dog", "bird", "fish", "house", "garden", "park", "river", "happy", "sad",
+                                  "red", "blue", "green", "big", "small", "old", "new", "book", "ball", "box",
+                                  "apples", "bread", "milk", "rice", "tea", "soup", "cake", "Monday", "Friday",
+                                  "May", "June", "one", "two", "three", "five", "seven", "ten", "Tom", "Anna",
+                                  "Sam", "Lily", "Ben", "Max", "Emma", "sun", "tree", "door", "window", "chair",
+                                  "table", "cup", "bag", "key", "hat", "boat", "school", "shop", "city", "friend"};
+    std::vector<int32_t> ids;
+    for (const char* w : words) {
+        const auto e = model.tokenizer.encode(std::string(" ") + w);
+        if (e.size() == 1) ids.push_back(e[0]);
+    }
+    return ids;
+}
+
+struct InductionScore {
+    double first = 0, second = 0;  // mean next-token loss inside the first and inside the second copy
+    double ratio() const { return second / first; }
+};
+
+// [BOS] + s + s for n random spans s of `length` common tokens (a fixed seed): the second copy can be predicted
+// only by looking back at the first, which is what an induction head does.
+inline InductionScore induction_score(const Model& model, Backend& backend, int n, int length, uint64_t seed) {
+    const std::vector<int32_t> pool = common_word_tokens(model);
+    std::mt19937_64 rng(seed);
+    InductionScore s;
+    for (int k = 0; k < n; ++k) {
+        std::vector<int32_t> span;
+        for (int i = 0; i < length; ++i) span.push_back(pool[rng() % pool.size()]);
+        std::vector<int32_t> ids = {model.config.bos_id};
+        ids.insert(ids.end(), span.begin(), span.end());
+        ids.insert(ids.end(), span.begin(), span.end());
+        const std::vector<double> l = next_token_losses(model, backend, ids);  // l[p] predicts ids[p+1]
+        s.first += mean(std::vector<double>(l.begin() + 1, l.begin() + length)) / n;
+        s.second += mean(std::vector<double>(l.begin() + length + 1, l.begin() + 2 * length)) / n;
+    }
+    return s;
+}
+
+// Greedy decoding: n tokens after the prompt (stopping at an end token, which is included).
+inline std::vector<int32_t> greedy(const Model& model, Backend& backend, std::vector<int32_t> ids, int n) {
+    Transformer tf(model, backend);
+    KVCache cache(backend, model.config, static_cast<int64_t>(ids.size()) + n);
+    TraceRequest req;
+    req.residuals = false;
+    req.top_k = 1;
+    Trace t = tf.prefill(cache, ids, req);
+    std::vector<int32_t> out;
+    for (int i = 0; i < n; ++i) {
+        const int32_t next = t.top_k.back().front().id;
+        out.push_back(next);
+        if (next == 128009 || next == 128001) break;
+        if (i + 1 < n) t = tf.decode(cache, next, req);
+    }
+    return out;
+}
+
+// resources/demo/heldout.json: token sequences from the generator's held-out seed.
+inline std::vector<std::vector<int32_t>> heldout_sequences() {
+    const nlohmann::json j = nlohmann::json::parse(read_file(std::filesystem::path(STRATA_SOURCE_DIR) /
+                                                             "resources" / "demo" / "heldout.json"));
+    return j.at("sequences").get<std::vector<std::vector<int32_t>>>();
+}
+
+}  // namespace strata::test
