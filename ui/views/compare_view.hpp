@@ -26,8 +26,10 @@ public:
     TensorExport tensorExport() const override;
     bool hasContent() const override;
 
-    static constexpr const char* kDefaultClean = "When Mary and John went to the store, John gave a drink to";
-    static constexpr const char* kDefaultCorrupt = "When Mary and John went to the store, Mary gave a drink to";
+    // A fact the demonstration model learned (its training text names 28 capitals): which layer and position
+    // carry the country into the answer.
+    static constexpr const char* kDefaultClean = "The capital of France is Paris, and the capital of Germany is";
+    static constexpr const char* kDefaultCorrupt = "The capital of France is Paris, and the capital of Italy is";
 
     void setPrompts(const QString& clean, const QString& corrupt);
     void compare();       // runs both prompts (compareFinished fills the maps and the pickers)
