@@ -27,16 +27,7 @@ namespace {
 
 std::span<const std::byte> as_bytes(const std::string& s) { return std::as_bytes(std::span(s.data(), s.size())); }
 
-template <class E, class F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const E& e) {
-        return e.what();
-    }
-    FAIL("no error of the expected type");
-    return {};
-}
+using test::hf::error_of;  // the fixture's: runs f, expects an E, returns its message
 
 std::string pickle_error(const std::string& p) {
     return error_of<FormatError>([&] { pickle::read_state_dict(as_bytes(p), "hostile.pkl"); });
