@@ -133,6 +133,10 @@ int run_bench(const Args& args) {
         logits = tf.decode(cache, id, cheap).last_logits;
         step_s.push_back(seconds_since(t));
     }
+#ifdef STRATA_HAVE_VULKAN
+    const VulkanStepStats last_decode = m.backend->info().backend == "vulkan" ? vulkan_last_step_stats(*m.backend)
+                                                                             : VulkanStepStats{};
+#endif
     double decode_s = 0;
     for (double s : step_s) decode_s += s;
     std::vector<double> sorted = step_s;
@@ -144,7 +148,7 @@ int run_bench(const Args& args) {
     const double decode_gb_s = double(weight_bytes) * decode_tok_s / 1e9;
 
     const uint64_t rss = peak_rss_bytes();  // before the bandwidth buffer inflates it
-    nlohmann::json machine;
+    nlohmann::json machine, decode_step;
     double machine_gb_s = 0;
     const std::string backend_name = m.backend->info().backend;
     if (backend_name == "cpu") {
@@ -160,6 +164,12 @@ int run_bench(const Args& args) {
         machine_gb_s = bw.gb_per_s;
         machine = {{"what", "device memory, streaming read shader (GPU timestamps)"}, {"bytes", bw.bytes},
                    {"best_of", repeats}, {"seconds", bw.seconds}, {"gb_per_s", bw.gb_per_s}};
+        // The fixed cost of the last decode token: what was recorded for it and how long recording took.
+        decode_step = {{"dispatches", last_decode.dispatches},
+                       {"barriers", last_decode.barriers},
+                       {"descriptor_writes", last_decode.descriptor_writes},
+                       {"record_ms", last_decode.record_ms},
+                       {"gpu_ms", last_decode.gpu_ms}};
 #endif
     }
 
@@ -174,6 +184,7 @@ int run_bench(const Args& args) {
           {"median_ms_per_token", median_s * 1e3},
           {"weight_bytes_per_token", weight_bytes},
           {"effective_weight_gb_per_s", decode_gb_s}}},
+        {"decode_step", decode_step},
         {"machine_bandwidth", machine},
         {"decode_bandwidth_fraction", machine_gb_s > 0 ? decode_gb_s / machine_gb_s : 0.0},
         {"peak_rss_bytes", rss},

@@ -58,5 +58,7 @@ struct VulkanStepStats {
     int64_t descriptor_writes = 0;  // sets written this step (the rest came from the cache)
 };
 VulkanStepStats vulkan_last_step_stats(const Backend& backend);
+// Compute pipelines the backend has built so far (at load, and any built on first use since).
+size_t vulkan_pipelines_built(const Backend& backend);
 
 }  // namespace strata

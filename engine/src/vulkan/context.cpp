@@ -328,11 +328,13 @@ Context::Context(const ContextOptions& options) {
         vkDestroyDevice(device_, nullptr);
         check(r, "vkCreateCommandPool");
     }
+    pipeline_cache_ = std::make_unique<PipelineCache>(device_, properties_, options.pipeline_cache_folder);
 }
 
 Context::~Context() {
     if (device_) {
         vkDeviceWaitIdle(device_);  // nothing may still run on memory about to be freed; errors are moot here
+        pipeline_cache_.reset();    // saves the file
         if (command_pool_) vkDestroyCommandPool(device_, command_pool_, nullptr);
         vkDestroyDevice(device_, nullptr);
     }

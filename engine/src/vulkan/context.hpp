@@ -11,6 +11,7 @@
 #include <vulkan/vulkan.h>
 
 #include "strata/vulkan.hpp"
+#include "pipeline_cache.hpp"  // beside this header (the tests include it by path)
 
 namespace strata::vk {
 
@@ -18,6 +19,7 @@ struct ContextOptions {
     int device_index = -1;           // < 0: the best device (discrete > integrated > virtual > cpu)
     bool validation = false;         // VK_LAYER_KHRONOS_validation with a messenger recording every message
     uint64_t max_binding_range = 0;  // tests: pretend maxStorageBufferRange is this small (0 = the device's)
+    std::string pipeline_cache_folder = PipelineCache::default_folder();  // "" = compiled pipelines not kept
 };
 
 // An instance, with the validation layer and its messenger when asked. Used alone to list devices.
@@ -54,6 +56,7 @@ public:
     VkQueue queue() const { return queue_; }
     uint32_t queue_family() const { return queue_family_; }
     VkCommandPool command_pool() const { return command_pool_; }
+    PipelineCache& pipeline_cache() { return *pipeline_cache_; }
     const VkPhysicalDeviceLimits& limits() const { return properties_.limits; }
     const VulkanDeviceInfo& info() const { return info_; }
     bool validation() const { return validation_; }
@@ -95,6 +98,7 @@ private:
     uint32_t queue_family_ = 0;
     uint32_t timestamp_bits_ = 0;
     VkCommandPool command_pool_ = VK_NULL_HANDLE;
+    std::unique_ptr<PipelineCache> pipeline_cache_;  // saved and destroyed before the device
     bool validation_ = false;
     uint64_t max_binding_range_ = 0;
     uint64_t max_allocation_ = 0;

@@ -71,6 +71,17 @@ constexpr WeightVariants kMatvecVec{"matvec_vec_f32", "matvec_vec_f16", "matvec_
 constexpr WeightVariants kMatmul{"matmul_f32", "matmul_f16", "matmul_bf16", "matmul_q8_0", "matmul_q4_0",
                                  "matmul_q4_k", "matmul_q5_k", "matmul_q6_k"};
 
+// The kernels with one variant, as each op builds them (prepare_kernels() builds the same ones at load).
+constexpr KernelShape kSwiglu{"swiglu", 3, sizeof(ElementwisePush)};
+constexpr KernelShape kAdd{"add", 3, sizeof(ElementwisePush)};
+constexpr KernelShape kCopy{"copy", 2, sizeof(CopyPush)};
+constexpr KernelShape kRope{"rope", 2, sizeof(RopePush)};
+constexpr KernelShape kAttention{"attention", 5, sizeof(AttentionPush)};
+constexpr KernelShape kAttentionSplit{"attention_split", 5, sizeof(AttentionPush)};
+constexpr KernelShape kAttentionCombine{"attention_combine", 2, sizeof(CombinePush)};
+constexpr KernelShape kTopk{"topk", 2, sizeof(TopkPush)};
+constexpr KernelShape kTopkMerge{"topk_merge", 2, sizeof(TopkPush)};
+
 }  // namespace
 
 const ModelConfig& VulkanBackend::config(const char* op) const {
@@ -100,7 +111,7 @@ std::string_view VulkanBackend::weight_variant(const WeightVariants& v, DType t)
 
 void VulkanBackend::swiglu(Buf out, Buf a, Buf b, int64_t n) {
     require_recording("swiglu");
-    const Kernel& k = kernel("swiglu", 3, sizeof(ElementwisePush));
+    const Kernel& k = kernel(kSwiglu);
     for (int64_t i0 = 0; i0 < n; i0 += max_binding_floats()) {
         const int64_t c = std::min(max_binding_floats(), n - i0);
         const Binding bs[] = {bind(a, i0, c, false, "swiglu"), bind(b, i0, c, false, "swiglu"),
@@ -112,7 +123,7 @@ void VulkanBackend::swiglu(Buf out, Buf a, Buf b, int64_t n) {
 
 void VulkanBackend::add(Buf out, Buf a, Buf b, int64_t n) {
     require_recording("add");
-    const Kernel& k = kernel("add", 3, sizeof(ElementwisePush));
+    const Kernel& k = kernel(kAdd);
     for (int64_t i0 = 0; i0 < n; i0 += max_binding_floats()) {
         const int64_t c = std::min(max_binding_floats(), n - i0);
         const Binding bs[] = {bind(a, i0, c, false, "add"), bind(b, i0, c, false, "add"),
@@ -127,7 +138,7 @@ void VulkanBackend::copy(Buf dst, Buf src, int64_t n) {
     if (dst.id == src.id && n > 0 && dst.offset < src.offset + n && src.offset < dst.offset + n &&
         dst.offset != src.offset)
         throw Error("vulkan backend: copy between overlapping ranges of one buffer");
-    const Kernel& k = kernel("copy", 2, sizeof(CopyPush));
+    const Kernel& k = kernel(kCopy);
     for (int64_t i0 = 0; i0 < n; i0 += max_binding_floats()) {
         const int64_t c = std::min(max_binding_floats(), n - i0);
         const Binding bs[] = {bind(src, i0, c, false, "copy"), bind(dst, i0, c, true, "copy")};
@@ -156,7 +167,7 @@ void VulkanBackend::embed(Buf out, std::span<const int32_t> tokens) {
     std::memcpy(tokens_.pages[slice.page].mapped() + slice.offset, tokens.data(), static_cast<size_t>(T) * 4);
     const Binding tok = bind_host(tokens_, slice, static_cast<uint64_t>(T) * 4, false);
 
-    const Kernel& k = kernel(weight_variant(kEmbed, d.dtype), 3, sizeof(EmbedPush));
+    const Kernel& k = embed_kernel(d.dtype);
     const int64_t per = std::max<int64_t>(1, max_binding_floats() / d.cols);  // tokens per output binding
     for (int64_t t0 = 0; t0 < T; t0 += per) {
         const int64_t tc = std::min(per, T - t0);
@@ -178,7 +189,7 @@ void VulkanBackend::rmsnorm(Buf out, Buf x, const TensorView& weight, int64_t T,
     const DeviceTensor& d = device_tensor(weight);
     const int64_t n = d.rows * d.cols;  // [n], the gain
     if (d.chunks.size() != 1) throw UnsupportedError("vulkan backend: rmsnorm gain " + d.name + " split over bindings");
-    const Kernel& k = kernel(weight_variant(kRmsnorm, d.dtype), 3, sizeof(RmsnormPush), {kNormWG});
+    const Kernel& k = rmsnorm_kernel(d.dtype);
     const int64_t per = std::max<int64_t>(1, max_binding_floats() / n);
     for (int64_t t0 = 0; t0 < T; t0 += per) {
         const int64_t tc = std::min(per, T - t0);
@@ -191,6 +202,56 @@ void VulkanBackend::rmsnorm(Buf out, Buf x, const TensorView& weight, int64_t T,
 
 // ---------------------------------------------------------------------------------------------- matmul
 
+uint32_t VulkanBackend::matvec_tokens(int64_t T) const {
+    uint32_t nt = T == 1 ? 1 : T == 2 ? 2 : T <= 4 ? 4 : 8;
+    // matvec.comp keeps ROWS * NT * WG partial sums in shared memory: fewer tokens per pass if they do not fit.
+    while (nt > 1 && uint64_t(tuning_.matvec_rows) * nt * tuning_.matvec_workgroup * 4 >
+                         ctx_->limits().maxComputeSharedMemorySize)
+        nt /= 2;
+    return nt;
+}
+
+bool VulkanBackend::matvec_vec_form(const DeviceTensor& d) {
+    // The 16-byte form needs whole 16-byte words per row (and x on a 16-byte boundary, which the op checks).
+    // Block types read x a unit (32 floats) at a time; their rows always qualify.
+    const int64_t per_word = d.dtype == DType::F32 ? 4 : dtype_is_block(d.dtype) ? 32 : 8;
+    return d.cols % per_word == 0;
+}
+
+const Kernel& VulkanBackend::matvec_kernel(DType t, bool vec, uint32_t nt) {
+    return kernel(weight_variant(vec ? kMatvecVec : kMatvec, t), 3, sizeof(MatvecPush),
+                  {tuning_.matvec_workgroup, tuning_.matvec_rows, nt});
+}
+
+const Kernel& VulkanBackend::matmul_kernel(DType t) { return kernel(weight_variant(kMatmul, t), 3, sizeof(MatmulPush)); }
+const Kernel& VulkanBackend::embed_kernel(DType t) { return kernel(weight_variant(kEmbed, t), 3, sizeof(EmbedPush)); }
+const Kernel& VulkanBackend::rmsnorm_kernel(DType t) {
+    return kernel(weight_variant(kRmsnorm, t), 3, sizeof(RmsnormPush), {kNormWG});
+}
+
+void VulkanBackend::prepare_kernels(const Model& model) {
+    // Every pipeline a decode step runs, and the prompt kernels of each weight, built (or read from the pipeline
+    // cache) now, so that no timed step compiles one. Other shapes (short prompts' matvec forms, top-k merges of
+    // long rows) are built on first use as before.
+    for (const KernelShape* s : {&kSwiglu, &kAdd, &kCopy, &kRope, &kAttention, &kAttentionSplit, &kAttentionCombine})
+        kernel(*s);
+    kernel(kTopk, {tuning_.topk_workgroup});
+    kernel(kTopkMerge, {tuning_.topk_workgroup});
+    for (const auto& [name, t] : model.tensors) {
+        const DeviceTensor& d = device_tensor(t);
+        if (t.shape.size() == 1) {
+            rmsnorm_kernel(d.dtype);
+            continue;
+        }
+        if (name == "tok_embeddings") embed_kernel(d.dtype);
+        if (name == "tok_embeddings" && !model.config.tie_embeddings) continue;  // read by rows, not a product
+        matvec_kernel(d.dtype, matvec_vec_form(d), 1);
+        // A prompt: the tiled matmul, or on a CPU device (where matvec also runs prompts) its widest pass.
+        matmul_kernel(d.dtype);
+        if (tuning_.matvec_max_tokens >= 8) matvec_kernel(d.dtype, matvec_vec_form(d), matvec_tokens(8));
+    }
+}
+
 void VulkanBackend::matmul(Buf out, Buf x, const TensorView& w, int64_t T) {
     require_recording("matmul");
     if (T <= 0) return;
@@ -201,16 +262,9 @@ void VulkanBackend::matmul(Buf out, Buf x, const TensorView& w, int64_t T) {
     if (T <= tuning_.matvec_max_tokens) {
         // Decode and short prompts: stream the weights once per NT tokens. The 16-byte form needs whole
         // 16-byte words per row and x on a 16-byte boundary.
-        uint32_t nt = T == 1 ? 1 : T == 2 ? 2 : T <= 4 ? 4 : 8;
-        // matvec.comp keeps ROWS * NT * WG partial sums in shared memory: fewer tokens per pass if they do not fit.
-        while (nt > 1 && uint64_t(tuning_.matvec_rows) * nt * tuning_.matvec_workgroup * 4 >
-                             ctx_->limits().maxComputeSharedMemorySize)
-            nt /= 2;
-        // Block types read x a unit (32 floats) at a time; their rows always qualify.
-        const int64_t per_word = d.dtype == DType::F32 ? 4 : dtype_is_block(d.dtype) ? 32 : 8;
-        const bool vec = K % per_word == 0 && (x.offset % 4) == 0;
-        const Kernel& k = kernel(weight_variant(vec ? kMatvecVec : kMatvec, d.dtype), 3, sizeof(MatvecPush),
-                                 {tuning_.matvec_workgroup, tuning_.matvec_rows, nt});
+        const uint32_t nt = matvec_tokens(T);
+        const bool vec = matvec_vec_form(d) && (x.offset % 4) == 0;
+        const Kernel& k = matvec_kernel(d.dtype, vec, nt);
         const int64_t per = std::max<int64_t>(1, max_binding_floats() / std::max(K, N));  // tokens per binding
         for (const DeviceTensor::Chunk& c : d.chunks) {
             for (int64_t t0 = 0; t0 < T; t0 += per) {
@@ -226,7 +280,7 @@ void VulkanBackend::matmul(Buf out, Buf x, const TensorView& w, int64_t T) {
     }
 
     // Prefill: tiles of 64 tokens x 64 rows; tokens split further when x or out would exceed one binding.
-    const Kernel& k = kernel(weight_variant(kMatmul, d.dtype), 3, sizeof(MatmulPush));
+    const Kernel& k = matmul_kernel(d.dtype);
     const int64_t per = std::max<int64_t>(1, max_binding_floats() / std::max(K, N));
     for (const DeviceTensor::Chunk& c : d.chunks) {
         for (int64_t t0 = 0; t0 < T; t0 += per) {
@@ -248,7 +302,7 @@ void VulkanBackend::rope(Buf x, int64_t T, int64_t n_heads, int64_t pos0) {
     if (T <= 0) return;
     const int64_t half = c.head_dim / 2, row = n_heads * c.head_dim;
     ensure_rope_table(pos0 + T);
-    const Kernel& k = kernel("rope", 2, sizeof(RopePush));
+    const Kernel& k = kernel(kRope);
     const int64_t per = std::max<int64_t>(1, max_binding_floats() / row);
     for (int64_t t0 = 0; t0 < T; t0 += per) {
         const int64_t tc = std::min(per, T - t0);
@@ -308,17 +362,17 @@ void VulkanBackend::attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t 
         push.n_splits = u32(n_splits);
         push.split_keys = u32(split_keys);
         const Binding bs[] = {qb, kb, vb, partial, none};
-        dispatch(kernel("attention_split", 5, sizeof(AttentionPush)), bs, &push,
+        dispatch(kernel(kAttentionSplit), bs, &push,
                  static_cast<uint64_t>(T * c.n_heads * n_splits));
         Binding parts_in = partial;
         parts_in.write = false;
         const Binding cs[] = {parts_in, bind(out, 0, T * q_dim, true, "attention")};
         const CombinePush cpush{u32(T), u32(c.n_heads), u32(c.head_dim), u32(n_splits), parts_in.first, cs[1].first};
-        dispatch(kernel("attention_combine", 2, sizeof(CombinePush)), cs, &cpush, static_cast<uint64_t>(T * c.n_heads));
+        dispatch(kernel(kAttentionCombine), cs, &cpush, static_cast<uint64_t>(T * c.n_heads));
         return;
     }
 
-    const Kernel& k = kernel("attention", 5, sizeof(AttentionPush));
+    const Kernel& k = kernel(kAttention);
     const int64_t per = std::max<int64_t>(1, max_binding_floats() / q_dim);  // queries per q/out binding
     for (int64_t t0 = 0; t0 < T; t0 += per) {
         const int64_t tc = std::min(per, T - t0);
@@ -355,7 +409,7 @@ Readback VulkanBackend::readback(Buf src, int64_t n) {
 
 void VulkanBackend::topk_pass(const Binding& in, bool merge, uint32_t items, uint32_t k, const Binding& out,
                               uint32_t groups) {
-    const Kernel& kern = kernel(merge ? "topk_merge" : "topk", 2, sizeof(TopkPush), {tuning_.topk_workgroup});
+    const Kernel& kern = kernel(merge ? kTopkMerge : kTopk, {tuning_.topk_workgroup});
     const Binding bs[] = {in, out};
     const TopkPush push{items, k, in.first, out.first};
     dispatch(kern, bs, &push, groups);

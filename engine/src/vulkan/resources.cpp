@@ -174,7 +174,7 @@ Kernel::Kernel(Context& ctx, const KernelSpec& spec)
         cpci.stage.pName = "main";
         cpci.stage.pSpecializationInfo = entries.empty() ? nullptr : &si;
         cpci.layout = layout_;
-        check(vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &cpci, nullptr, &pipeline_),
+        check(vkCreateComputePipelines(device_, ctx.pipeline_cache().handle(), 1, &cpci, nullptr, &pipeline_),
               "vkCreateComputePipelines (" + spec.variant + ")");
     } catch (...) {
         release();

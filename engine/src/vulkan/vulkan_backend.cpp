@@ -389,6 +389,17 @@ void VulkanBackend::begin() {
         vkCmdResetQueryPool(step_.cmd(), timestamps_, 0, 2 + (profiling_ ? kProfiledDispatches : 0));
         vkCmdWriteTimestamp(step_.cmd(), VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, timestamps_, 0);
     }
+    // The device-side half of the dependency on earlier submissions: the KV cache, the activations and the
+    // copies an earlier step (or piece of a step) wrote are read or overwritten here. The fence the host waited
+    // on orders them in time but makes their writes visible only to the host, so this barrier makes them
+    // available and visible to this step's shaders and copies.
+    auto mb = make<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                       VK_ACCESS_TRANSFER_WRITE_BIT;
+    const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    vkCmdPipelineBarrier(step_.cmd(), stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    stats_.barriers += 1;
 }
 
 void VulkanBackend::submit(const std::atomic<bool>* cancel) {
@@ -522,6 +533,11 @@ VulkanBandwidth vulkan_read_bandwidth(Backend& backend, uint64_t bytes, int repe
 VulkanStepStats vulkan_last_step_stats(const Backend& backend) {
     const auto* vb = dynamic_cast<const vk::VulkanBackend*>(&backend);
     return vb ? vb->last_step_stats() : VulkanStepStats{};
+}
+
+size_t vulkan_pipelines_built(const Backend& backend) {
+    const auto* vb = dynamic_cast<const vk::VulkanBackend*>(&backend);
+    return vb ? vb->kernels_built() : 0;
 }
 
 double vulkan_last_step_gpu_ms(const Backend& backend) {

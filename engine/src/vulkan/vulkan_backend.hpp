@@ -55,6 +55,13 @@ struct DeviceTensor {
     std::vector<Chunk> chunks;
 };
 
+// A kernel with a single variant: its name, storage buffers and push-constant bytes.
+struct KernelShape {
+    const char* variant;
+    uint32_t buffers;
+    uint32_t push_bytes;
+};
+
 // The names of one weight-reading shader's variants, one per stored type (nullptr: that type is not supported
 // by the shader). Block types are read from their GGUF blocks (shaders/quant.glsl).
 struct WeightVariants {
@@ -118,6 +125,7 @@ public:
     VulkanStepStats last_step_stats() const { return last_stats_; }
     std::string profile_report() const;
     Context& context() { return *ctx_; }
+    size_t kernels_built() const { return kernels_.size(); }  // pipelines built so far (tests: none in a step)
 
 private:
     // ---- buffers (vulkan_backend.cpp)
@@ -140,6 +148,9 @@ private:
     // allocation: it runs for every dispatch.
     const Kernel& kernel(std::string_view variant, uint32_t buffers, uint32_t push_bytes,
                          std::initializer_list<uint32_t> constants = {});
+    const Kernel& kernel(const KernelShape& s, std::initializer_list<uint32_t> constants = {}) {
+        return kernel(s.variant, s.buffers, s.push_bytes, constants);
+    }
     void require_recording(const char* op) const;
     // Records a barrier first when this access conflicts with one since the last barrier.
     void access(std::span<const Binding> bindings);
@@ -169,6 +180,14 @@ private:
 
     // ---- ops helpers (ops.cpp)
     const ModelConfig& config(const char* op) const;
+    // The kernels of the weight-reading ops, shared by the ops and prepare_kernels().
+    uint32_t matvec_tokens(int64_t T) const;  // tokens matvec.comp takes per pass for a prompt of T
+    static bool matvec_vec_form(const DeviceTensor& d);
+    const Kernel& matvec_kernel(DType t, bool vec, uint32_t nt);
+    const Kernel& matmul_kernel(DType t);
+    const Kernel& embed_kernel(DType t);
+    const Kernel& rmsnorm_kernel(DType t);
+    void prepare_kernels(const Model& model);  // at load: the pipelines a timed step would otherwise build
     static std::string_view weight_variant(const WeightVariants& v, DType t);
     void topk_pass(const Binding& in, bool merge, uint32_t items, uint32_t k, const Binding& out, uint32_t groups);
 

@@ -203,6 +203,8 @@ void VulkanBackend::load(const Model& model, const LoadProgress& progress) {
     rope_positions_ = 0;
     model_ = &model;
     ensure_rope_table(std::min<int64_t>(model.config.max_seq_len, 8192));
+    prepare_kernels(model);
+    ctx_->pipeline_cache().save();  // a later run (or a crash before exit) finds them compiled
 }
 
 void VulkanBackend::ensure_rope_table(int64_t positions) {

@@ -1,0 +1,131 @@
+// Pipelines are built at load, never inside a step, and kept in a pipeline cache on disk that a later run reads;
+// a cache file that is truncated, changed, oversized or not ours is ignored (the backend works as without it)
+// and replaced by a clean one.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "../../engine/src/vulkan/context.hpp"
+#include "strata/transformer.hpp"
+#include "vk_helpers.hpp"
+
+using namespace strata;
+using namespace strata::test;
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+
+namespace {
+
+std::string read_bytes(const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_bytes(const std::filesystem::path& p, const std::string& bytes) {
+    std::ofstream out(p, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// The only file in the folder (the cache names itself after the device).
+std::filesystem::path cache_file(const std::filesystem::path& dir) {
+    std::filesystem::path found;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+        if (e.path().extension() == ".bin") found = e.path();
+    return found;
+}
+
+// Greedy logits of a 12-token prompt and two decode steps on the golden model.
+std::vector<float> run(Backend& b, const Model& model) {
+    Transformer tf(model, b);
+    KVCache cache(b, model.config, 32);
+    TraceRequest cheap;
+    cheap.residuals = false;
+    std::vector<int32_t> prompt{model.config.bos_id};
+    for (int32_t i = 1; i < 12; ++i) prompt.push_back(100 + 37 * i);
+    std::vector<float> logits = tf.prefill(cache, prompt, cheap).last_logits;
+    for (int32_t id : {500, 900}) logits = tf.decode(cache, id, cheap).last_logits;
+    return logits;
+}
+
+}  // namespace
+
+TEST_CASE("every pipeline a prompt and decode steps need is built at load, none inside a step",
+          "[vulkan][pipeline_cache]") {
+    const auto model = load_model(golden_hf_dir());
+    auto b = make_vulkan();
+    b->load(*model);
+    const size_t at_load = vulkan_pipelines_built(*b);
+    CHECK(at_load > 10);
+    run(*b, *model);
+    CHECK(vulkan_pipelines_built(*b) == at_load);
+    require_no_validation_messages();
+}
+
+TEST_CASE("the pipeline cache is saved at load, read by the next run, and a damaged file is ignored and replaced",
+          "[vulkan][pipeline_cache]") {
+    const std::filesystem::path dir = temp_dir("pipeline-cache");
+    vk::ContextOptions o;
+    o.validation = vulkan_options().validation;
+    o.pipeline_cache_folder = dir.string();
+    {
+        vk::Context first(o);
+        CHECK(first.pipeline_cache().status() == "empty (no file yet)");
+    }
+    // With the environment naming the folder, a backend that loads a model writes the cache.
+    const auto model = load_model(golden_hf_dir());
+    ::setenv("STRATA_VK_PIPELINE_CACHE", dir.string().c_str(), 1);
+    std::vector<float> want;
+    {
+        auto b = make_vulkan();
+        b->load(*model);
+        want = run(*b, *model);
+    }
+    const std::filesystem::path file = cache_file(dir);
+    REQUIRE_FALSE(file.empty());
+    const std::string good = read_bytes(file);
+    CHECK(good.size() >= 24 + 32);  // our header and Vulkan's (lavapipe keeps no more than that)
+    {
+        vk::Context again(o);
+        CHECK_THAT(again.pipeline_cache().status(), StartsWith("loaded "));
+    }
+
+    struct Damage {
+        const char* what;
+        std::string bytes;
+        const char* says;
+    };
+    std::string flipped = good;
+    flipped[flipped.size() / 2] ^= 0x40;
+    const std::vector<Damage> damages = {
+        {"cut short", good.substr(0, good.size() - 7), "ignored: "},
+        {"extended", good + "appended", "truncated or extended"},
+        {"one byte changed", flipped, "checksum"},
+        {"too short", good.substr(0, 10), "too short"},
+        {"not ours", std::string(4096, 'x'), "not a Strata pipeline cache"},
+        {"an empty file", std::string(), "empty"},
+    };
+    for (const Damage& d : damages) {
+        SECTION(d.what) {
+            write_bytes(file, d.bytes);
+            {
+                vk::Context ctx(o);
+                CHECK_THAT(ctx.pipeline_cache().status(), Contains(d.says));
+            }
+            // The backend runs as it did, and leaves a clean cache behind.
+            {
+                auto b = make_vulkan();
+                b->load(*model);
+                require_close(run(*b, *model), want, 0.0);
+            }
+            vk::Context ctx(o);
+            CHECK_THAT(ctx.pipeline_cache().status(), StartsWith("loaded "));
+        }
+    }
+    SECTION("a file far too big is not read") {
+        std::filesystem::resize_file(file, vk::PipelineCache::kMaxBytes + 1);
+        vk::Context ctx(o);
+        CHECK_THAT(ctx.pipeline_cache().status(), Contains("more than a pipeline cache needs"));
+    }
+    ::unsetenv("STRATA_VK_PIPELINE_CACHE");
+    require_no_validation_messages();
+}
