@@ -363,8 +363,12 @@ class Corpus:
             return self.chat(r)
         return self.copy(r)
 
-    def stream(self, seed):
-        """An endless token stream (documents back to back), the same for the same seed."""
+    def stream(self, seed, copy_share=None):
+        """An endless token stream (documents back to back), the same for the same seed. With copy_share, that
+        fraction of the documents are copy sequences and the rest the usual mix."""
         r = random.Random(seed)
         while True:
-            yield from self.document(r)
+            if copy_share is not None and r.random() < copy_share:
+                yield from self.copy(r)
+            else:
+                yield from self.document(r)
