@@ -170,6 +170,9 @@ int run_bench(const Args& args) {
                        {"descriptor_writes", last_decode.descriptor_writes},
                        {"record_ms", last_decode.record_ms},
                        {"gpu_ms", last_decode.gpu_ms}};
+        const VulkanMemoryPlacement placed = vulkan_memory_placement(*m.backend);
+        machine["device_local_bytes"] = placed.device_local_bytes;
+        machine["host_visible_fallback_bytes"] = placed.host_visible_bytes;
 #endif
     }
 

@@ -91,3 +91,31 @@ TEST_CASE("a lost device is a DeviceLostError that says how to go on", "[vulkan]
     }
     CHECK_THROWS_AS(vk::check(VK_ERROR_DEVICE_LOST, "vkWaitForFences"), DeviceError);  // a DeviceError too
 }
+
+TEST_CASE("when device-local memory is full, buffers go to host-visible memory and the model runs the same",
+          "[vulkan][reliability]") {
+    const auto model = load_model(golden_hf_dir());
+    auto logits_of = [&](Backend& b) {
+        b.load(*model);
+        Transformer tf(*model, b);
+        KVCache cache(b, model->config, 16);
+        TraceRequest cheap;
+        cheap.residuals = false;
+        std::vector<float> l = tf.prefill(cache, std::vector<int32_t>{model->config.bos_id, 400, 77, 1234}, cheap).last_logits;
+        return tf.decode(cache, 999, cheap).last_logits;
+    };
+    auto normal = make_vulkan();
+    const std::vector<float> want = logits_of(*normal);
+    CHECK(vulkan_memory_placement(*normal).host_visible_bytes == 0);
+
+    BackendOptions o = vulkan_options();
+    o.device_local_limit = 256 << 10;  // a carve-out far smaller than the weights
+    auto small = make_backend(o);
+    const std::vector<float> got = logits_of(*small);
+    const VulkanMemoryPlacement placed = vulkan_memory_placement(*small);
+    INFO("device-local " << placed.device_local_bytes << " B, host-visible " << placed.host_visible_bytes << " B");
+    CHECK(placed.device_local_bytes <= (256u << 10));
+    CHECK(placed.host_visible_bytes > 1000000);
+    require_close(got, want, 0.0);
+    require_no_validation_messages();
+}

@@ -111,6 +111,7 @@ struct BackendOptions {
     int threads = 0;           // CPU: 0 = hardware concurrency
     bool validation = false;   // Vulkan: enable VK_LAYER_KHRONOS_validation (also by STRATA_VK_VALIDATION=1)
     uint64_t max_binding_range = 0;  // Vulkan tests: force a smaller maxStorageBufferRange (0 = device's)
+    uint64_t device_local_limit = 0;  // Vulkan tests: pretend device-local memory holds only this (0 = its heap)
 };
 std::unique_ptr<Backend> make_backend(const BackendOptions& options);
 

@@ -58,6 +58,13 @@ struct VulkanStepStats {
     int64_t descriptor_writes = 0;  // sets written this step (the rest came from the cache)
 };
 VulkanStepStats vulkan_last_step_stats(const Backend& backend);
+// Where the backend's device buffers are: bytes in device-local memory, and bytes that went to host-visible
+// memory because device-local memory was full.
+struct VulkanMemoryPlacement {
+    uint64_t device_local_bytes = 0;
+    uint64_t host_visible_bytes = 0;
+};
+VulkanMemoryPlacement vulkan_memory_placement(const Backend& backend);
 // Compute pipelines the backend has built so far (at load, and any built on first use since).
 size_t vulkan_pipelines_built(const Backend& backend);
 

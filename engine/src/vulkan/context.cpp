@@ -329,6 +329,7 @@ Context::Context(const ContextOptions& options) {
         check(r, "vkCreateCommandPool");
     }
     pipeline_cache_ = std::make_unique<PipelineCache>(device_, properties_, options.pipeline_cache_folder);
+    device_local_limit_ = options.device_local_limit;
 }
 
 Context::~Context() {
@@ -355,6 +356,14 @@ std::optional<uint32_t> Context::find_memory_type(uint32_t type_bits, VkMemoryPr
             best = i;
         }
     }
+    return best;
+}
+
+uint64_t Context::host_visible_heap() const {
+    uint64_t best = 0;
+    for (uint32_t i = 0; i < memory_.memoryTypeCount; ++i)
+        if (memory_.memoryTypes[i].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT)
+            best = std::max(best, heap_size_of_type(i));
     return best;
 }
 

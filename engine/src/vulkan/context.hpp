@@ -20,6 +20,7 @@ struct ContextOptions {
     bool validation = false;         // VK_LAYER_KHRONOS_validation with a messenger recording every message
     uint64_t max_binding_range = 0;  // tests: pretend maxStorageBufferRange is this small (0 = the device's)
     std::string pipeline_cache_folder = PipelineCache::default_folder();  // "" = compiled pipelines not kept
+    uint64_t device_local_limit = 0;  // tests: pretend device-local memory holds only this many bytes (0 = heap)
 };
 
 // An instance, with the validation layer and its messenger when asked. Used alone to list devices.
@@ -86,6 +87,16 @@ public:
     uint64_t allocated_bytes() const { return allocated_; }
     void note_allocated(uint64_t bytes) { allocated_ += bytes; }
     void note_freed(uint64_t bytes) { allocated_ -= bytes; }
+    // Device-local memory Strata may use: the heap, or the tests' smaller limit (which applies even where the
+    // heap is advisory). A buffer that does not fit goes to host-visible memory instead (Buffer).
+    uint64_t device_local_limit() const { return device_local_limit_; }
+    bool device_local_limited() const { return device_local_limit_ > 0; }
+    // Bytes of "device-local" buffers that live in host-visible memory because device-local memory was full
+    // (an integrated GPU's small carve-out, a discrete GPU's full VRAM): read over the bus, but there.
+    uint64_t spilled_bytes() const { return spilled_; }
+    void note_spilled(int64_t bytes) { spilled_ = uint64_t(int64_t(spilled_) + bytes); }
+    // The largest host-visible heap (where spilled buffers go).
+    uint64_t host_visible_heap() const;
 
 private:
     std::unique_ptr<Instance> instance_;
@@ -103,6 +114,8 @@ private:
     uint64_t max_binding_range_ = 0;
     uint64_t max_allocation_ = 0;
     uint64_t allocated_ = 0;
+    uint64_t device_local_limit_ = 0;
+    uint64_t spilled_ = 0;
 };
 
 // Whether STRATA_VK_VALIDATION asks for the validation layer ("1", "true", "on").

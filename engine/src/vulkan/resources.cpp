@@ -44,27 +44,44 @@ Buffer::Buffer(Context& ctx, uint64_t bytes, Memory memory, const std::string& w
         release();
         throw DeviceError("no suitable Vulkan memory type for " + what);
     }
-    const uint64_t heap = ctx.heap_size_of_type(*type);
+    const uint64_t heap = ctx.device_local_limited() ? ctx.device_local_limit() : ctx.heap_size_of_type(*type);
     auto out_of_memory = [&](const std::string& why) {
-        const std::string held = format_bytes(ctx.allocated_bytes());
         release();
         return DeviceError("out of device memory: " + what + " needs " + format_bytes(req.size) + " (" + why +
-                           "; Strata already holds " + held + " of a " + format_bytes(heap) + " heap)");
+                           "; Strata already holds " + format_bytes(ctx.allocated_bytes()) + " of a " +
+                           format_bytes(heap) + " heap" +
+                           (ctx.spilled_bytes() ? " and " + format_bytes(ctx.spilled_bytes()) + " in host memory" : "") +
+                           ")");
     };
-    if (memory == Memory::DeviceLocal && !ctx.heap_is_advisory() && req.size + ctx.allocated_bytes() > heap)
-        throw out_of_memory("it does not fit");
-
-    auto mai = make<VkMemoryAllocateInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO);
-    mai.allocationSize = req.size;
-    mai.memoryTypeIndex = *type;
-    VkResult r = vkAllocateMemory(ctx.device(), &mai, nullptr, &memory_);
-    if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
-        throw out_of_memory("vkAllocateMemory: " + result_name(r));
+    auto allocate = [&](uint32_t memory_type) {
+        auto mai = make<VkMemoryAllocateInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO);
+        mai.allocationSize = req.size;
+        mai.memoryTypeIndex = memory_type;
+        return vkAllocateMemory(ctx.device(), &mai, nullptr, &memory_);
+    };
+    auto is_oom = [](VkResult r) { return r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY; };
+    const bool checks_heap = ctx.device_local_limited() || !ctx.heap_is_advisory();
+    VkResult r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
+    if (memory != Memory::DeviceLocal || !checks_heap || req.size + ctx.allocated_bytes() <= heap) r = allocate(*type);
+    if (memory == Memory::DeviceLocal && is_oom(r)) {
+        // Device-local memory is full (a small carve-out, a full card): host-visible memory in its place, read
+        // over the bus (on an integrated GPU the same RAM). Slower, but the model runs instead of refusing.
+        const auto host = ctx.find_memory_type(req.memoryTypeBits, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT, 0,
+                                               VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+        if (!host) throw out_of_memory("it does not fit, and no host-visible memory type can hold it");
+        r = allocate(*host);
+        if (is_oom(r)) throw out_of_memory("it does not fit, nor in host-visible memory: vkAllocateMemory: " + result_name(r));
+        if (r == VK_SUCCESS) {
+            spilled_ = req.size;
+            ctx.note_spilled(static_cast<int64_t>(req.size));
+        }
+    }
+    if (is_oom(r)) throw out_of_memory("vkAllocateMemory: " + result_name(r));
     if (r != VK_SUCCESS) {
         release();
         check(r, "vkAllocateMemory (" + what + ")");
     }
-    if (memory == Memory::DeviceLocal) {  // the tally that out-of-memory messages quote
+    if (memory == Memory::DeviceLocal && !spilled_) {  // the tally that out-of-memory messages quote
         ctx.note_allocated(req.size);
         allocation_ = req.size;
     }
@@ -93,6 +110,7 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
         memory_ = std::exchange(o.memory_, VK_NULL_HANDLE);
         size_ = std::exchange(o.size_, 0);
         allocation_ = std::exchange(o.allocation_, 0);
+        spilled_ = std::exchange(o.spilled_, 0);
         mapped_ = std::exchange(o.mapped_, nullptr);
         coherent_ = o.coherent_;
     }
@@ -114,11 +132,12 @@ void Buffer::release() {
     if (memory_) {
         vkFreeMemory(ctx_->device(), memory_, nullptr);  // unmaps implicitly
         ctx_->note_freed(allocation_);
+        ctx_->note_spilled(-static_cast<int64_t>(spilled_));
     }
     buffer_ = VK_NULL_HANDLE;
     memory_ = VK_NULL_HANDLE;
     mapped_ = nullptr;
-    size_ = allocation_ = 0;
+    size_ = allocation_ = spilled_ = 0;
 }
 
 // ---------------------------------------------------------------- Kernel

@@ -20,7 +20,7 @@
 namespace strata::vk {
 
 enum class Memory {
-    DeviceLocal,  // weights, activations, KV cache: only the GPU touches them
+    DeviceLocal,  // weights, activations, KV cache: only the GPU touches them (host-visible memory when full)
     Upload,       // host-visible, coherent, mapped: staging for uploads, the tokens of a step
     Readback,     // host-visible, cached where possible, mapped: results copied back after a step
 };
@@ -50,6 +50,7 @@ private:
     VkDeviceMemory memory_ = VK_NULL_HANDLE;
     uint64_t size_ = 0;        // usable bytes
     uint64_t allocation_ = 0;  // device-local bytes behind them (counted in the context's tally)
+    uint64_t spilled_ = 0;     // or: bytes of a device-local buffer placed in host-visible memory (the context's too)
     std::byte* mapped_ = nullptr;
     bool coherent_ = true;
 };

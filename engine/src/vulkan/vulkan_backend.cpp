@@ -60,7 +60,8 @@ KernelTuning tuning_for(const VulkanDeviceInfo& device) {
 
 VulkanBackend::VulkanBackend(const BackendOptions& options) : options_(options) {
     ctx_ =
-        std::make_unique<Context>(ContextOptions{options.device_index, options.validation, options.max_binding_range});
+        std::make_unique<Context>(ContextOptions{options.device_index, options.validation, options.max_binding_range,
+                                                 PipelineCache::default_folder(), options.device_local_limit});
     tuning_ = tuning_for(ctx_->info());
     step_ = Sequence(*ctx_);
     descriptors_ = DescriptorArena(*ctx_);
@@ -533,6 +534,13 @@ VulkanBandwidth vulkan_read_bandwidth(Backend& backend, uint64_t bytes, int repe
 VulkanStepStats vulkan_last_step_stats(const Backend& backend) {
     const auto* vb = dynamic_cast<const vk::VulkanBackend*>(&backend);
     return vb ? vb->last_step_stats() : VulkanStepStats{};
+}
+
+VulkanMemoryPlacement vulkan_memory_placement(const Backend& backend) {
+    auto* vb = dynamic_cast<const vk::VulkanBackend*>(&backend);
+    if (!vb) return {};
+    const vk::Context& ctx = const_cast<vk::VulkanBackend*>(vb)->context();
+    return {ctx.allocated_bytes(), ctx.spilled_bytes()};
 }
 
 size_t vulkan_pipelines_built(const Backend& backend) {

@@ -192,11 +192,14 @@ void VulkanBackend::load(const Model& model, const LoadProgress& progress) {
     weights_.clear();
     forget_descriptor_sets();
     const uint64_t heap = ctx_->info().memory;
-    if (!ctx_->heap_is_advisory() && total + ctx_->allocated_bytes() > heap)
+    // Weights beyond the device-local heap go to host-visible memory (Buffer), so only more than both refuse.
+    const uint64_t host = ctx_->host_visible_heap();
+    if (!ctx_->heap_is_advisory() && total + ctx_->allocated_bytes() + ctx_->spilled_bytes() > heap + host)
         throw DeviceError("out of device memory: the weights of " +
                           (model.config.name.empty() ? std::string("the model") : model.config.name) + " need " +
                           format_bytes(total) + " but " + ctx_->info().name + " has a " + format_bytes(heap) +
-                          " device-local heap (" + format_bytes(ctx_->allocated_bytes()) + " already in use)");
+                          " device-local heap and " + format_bytes(host) + " of host-visible memory (" +
+                          format_bytes(ctx_->allocated_bytes() + ctx_->spilled_bytes()) + " already in use)");
     model_ = nullptr;
     upload_tensors(tensors, progress);
     freqs_ = rope_frequencies(model.config, model.rope_freqs_factors);
