@@ -21,6 +21,23 @@ uint64_t kv_cache_bytes(const ModelConfig& config, int64_t max_seq) {
     return b >= 1.8e19L ? UINT64_MAX : static_cast<uint64_t>(b);
 }
 
+namespace {
+// Logits rows a step holds at once on the backend.
+int64_t held_logits_rows(const TraceRequest& request, int64_t T) {
+    const int64_t logits_rows = request.logits_all_positions ? T : 1;
+    return request.wants("logits") ? logits_rows : std::min(logits_rows, kLogitRowsPerPiece);
+}
+}  // namespace
+
+uint64_t step_buffer_bytes(const ModelConfig& c, const TraceRequest& request, int64_t T, int64_t pos0) {
+    // As StepBuffers::reserve allocates them: x, xn, attention_out, ffn_out of dim; xq, attention of q_dim; w1, w3
+    // and ffn_hidden of hidden_dim; the logits rows; the probabilities.
+    const long double per_token = 4.0L * double(c.dim) + 2.0L * double(c.q_dim()) + 3.0L * double(c.hidden_dim);
+    const long double probs = request.attention_probs ? double(c.n_heads) * double(T) * double(pos0 + T) : 0.0L;
+    const long double b = 4.0L * (per_token * double(T) + double(held_logits_rows(request, T)) * double(c.vocab_size) + probs);
+    return b >= 1.8e19L ? UINT64_MAX : static_cast<uint64_t>(b);
+}
+
 KVCache::KVCache(Backend& backend, const ModelConfig& config, int64_t max_seq)
     : backend_(&backend), max_seq_(max_seq) {
     if (max_seq <= 0) throw InputError("KV cache: the context must hold at least one token");
@@ -162,6 +179,10 @@ public:
     }
     void keep_top_k(Buf row, int64_t n, int64_t k) { pending_top_.push_back(b_.topk(row, n, k)); }
     void keep_last_logits(Buf row, int64_t n) { last_ = b_.readback(row, n), has_last_ = true; }
+    // rows [n, vocab], rows row0.. of the step's logits, for request.on_logits.
+    void logits_piece(Buf rows, int64_t row0, int64_t n, int64_t vocab) {
+        if (request_.on_logits) pending_pieces_.push_back({row0, b_.readback(rows, n * vocab)});
+    }
 
     // After submit(): move the results into the trace.
     void collect() {
@@ -171,8 +192,10 @@ public:
         }
         for (Readback rb : pending_top_) trace_.top_k.push_back(b_.topk_result(rb));
         if (has_last_) trace_.last_logits = b_.fetch(last_);
+        for (const Piece& p : pending_pieces_) request_.on_logits(p.row0, b_.fetch(p.rb));
         pending_.clear();
         pending_top_.clear();
+        pending_pieces_.clear();
         has_last_ = false;
     }
 
@@ -207,11 +230,16 @@ private:
         int64_t rows, cols;
         Readback rb;
     };
+    struct Piece {
+        int64_t row0;
+        Readback rb;
+    };
     Backend& b_;
     const TraceRequest& request_;
     Trace& trace_;
     std::vector<Pending> pending_;
     std::vector<Readback> pending_top_;
+    std::vector<Piece> pending_pieces_;
     Readback last_;
     bool has_last_ = false;
     int64_t pos0_ = 0;
@@ -347,7 +375,8 @@ Trace Transformer::step(KVCache& cache, std::span<const int32_t> tokens, const T
     StepBuffers& s = scratch_->bufs;
     const bool want_probs = request.attention_probs;
     const int64_t logits_rows = request.logits_all_positions ? T : 1;
-    s.reserve(b, c, T, logits_rows, want_probs ? c.n_heads * T * (pos0 + T) : 0);
+    const int64_t held_rows = held_logits_rows(request, T);
+    s.reserve(b, c, T, held_rows, want_probs ? c.n_heads * T * (pos0 + T) : 0);
 
     Trace trace;
     trace.pos0 = pos0;
@@ -380,18 +409,20 @@ Trace Transformer::step(KVCache& cache, std::span<const int32_t> tokens, const T
     // Logits for every position, or only for the last (what generation needs).
     const int64_t V = c.vocab_size;
     Buf rows_in = logits_rows == T ? hn : hn.at((T - 1) * c.dim, c.dim);  // [logits_rows, dim]
-    Buf logits = s.logits.at(0, logits_rows * V);                          // [logits_rows, vocab]
-    // The output projection of many rows is the largest single product of the pass: in pieces of rows too.
-    constexpr int64_t kLogitRowsPerSubmit = 64;
-    for (int64_t r0 = 0; r0 < logits_rows; r0 += kLogitRowsPerSubmit) {
+    // The output projection of many rows is the largest single product of the pass: in pieces of rows, each
+    // submitted alone. Unless the trace keeps every row, the pieces share one buffer of held_rows rows (a long
+    // prompt's T x vocab logits are gigabytes): what each piece gives (top-k, on_logits) is read back with it.
+    for (int64_t r0 = 0; r0 < logits_rows; r0 += kLogitRowsPerPiece) {
         if (in_pieces) run_so_far();
-        const int64_t n = std::min(kLogitRowsPerSubmit, logits_rows - r0);
-        b.matmul(logits.at(r0 * V, n * V), rows_in.at(r0 * c.dim, n * c.dim), *scratch_->output, n);
+        const int64_t n = std::min(kLogitRowsPerPiece, logits_rows - r0);
+        Buf piece = s.logits.at(held_rows == logits_rows ? r0 * V : 0, n * V);  // [n, vocab]
+        b.matmul(piece, rows_in.at(r0 * c.dim, n * c.dim), *scratch_->output, n);
+        if (request.top_k > 0)
+            for (int64_t r = 0; r < n; ++r) cap.keep_top_k(piece.at(r * V, V), V, request.top_k);
+        cap.logits_piece(piece, r0, n, V);
+        if (r0 + n == logits_rows) cap.keep_last_logits(piece.at((n - 1) * V, V), V);
     }
-    cap.keep("logits", logits, logits_rows, V);
-    if (request.top_k > 0)
-        for (int64_t r = 0; r < logits_rows; ++r) cap.keep_top_k(logits.at(r * V, V), V, request.top_k);
-    cap.keep_last_logits(logits.at((logits_rows - 1) * V, V), V);
+    if (held_rows == logits_rows) cap.keep("logits", s.logits.at(0, logits_rows * V), logits_rows, V);
     b.submit(cancel);
     cap.collect();
     if (cancel && cancel->load()) throw Cancelled();

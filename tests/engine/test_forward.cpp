@@ -336,3 +336,74 @@ TEST_CASE("a context too large for memory is refused before anything is allocate
     Transformer tf(*g.model, *g.backend);
     CHECK(tf.prefill(small, short_prompt(), {}).last_logits.size() == size_t(g.model->config.vocab_size));
 }
+
+TEST_CASE("logits for every position come piece by piece: without kept logits the step holds one piece", "[forward][memory]") {
+    Loaded& g = golden();
+    const ModelConfig& c = g.model->config;
+    const int64_t T = 150;  // three pieces of kLogitRowsPerPiece rows
+    std::vector<int32_t> tokens{128000};
+    for (int64_t t = 1; t < T; ++t) tokens.push_back(int32_t((t * 7919) % 30000));
+    Transformer tf(*g.model, *g.backend);
+
+    TraceRequest kept;
+    kept.logits_all_positions = true;
+    kept.keep_logits = true;
+    KVCache c1(*g.backend, c, T);
+    const Trace full = tf.prefill(c1, tokens, kept);
+    REQUIRE(full.find("logits"));
+
+    TraceRequest pieces = kept;
+    pieces.keep_logits = false;
+    std::vector<int64_t> starts;
+    std::vector<float> seen;  // [T, vocab]
+    pieces.on_logits = [&](int64_t row0, std::span<const float> rows) {
+        starts.push_back(row0);
+        CHECK(int64_t(rows.size()) <= kLogitRowsPerPiece * c.vocab_size);
+        seen.insert(seen.end(), rows.begin(), rows.end());
+    };
+    KVCache c2(*g.backend, c, T);
+    const Trace streamed = tf.prefill(c2, tokens, pieces);
+    CHECK(streamed.find("logits") == nullptr);
+    CHECK(starts == std::vector<int64_t>{0, 64, 128});
+    // The same products over the same rows: the same bits, whichever buffer held them.
+    CHECK(seen == full.find("logits")->data);
+    REQUIRE(streamed.top_k.size() == size_t(T));
+    for (int64_t t = 0; t < T; ++t)
+        for (size_t i = 0; i < streamed.top_k[size_t(t)].size(); ++i) {
+            CHECK(streamed.top_k[size_t(t)][i].id == full.top_k[size_t(t)][i].id);
+            CHECK(streamed.top_k[size_t(t)][i].logit == full.top_k[size_t(t)][i].logit);
+        }
+    CHECK(streamed.last_logits == full.last_logits);
+    // The step's logits buffer: one piece instead of every row.
+    CHECK(step_buffer_bytes(c, kept, T) - step_buffer_bytes(c, pieces, T) ==
+          uint64_t(T - kLogitRowsPerPiece) * uint64_t(c.vocab_size) * 4);
+}
+
+TEST_CASE("trace_bytes is what the trace of the step then holds", "[forward][memory]") {
+    Loaded& g = golden();
+    const ModelConfig& c = g.model->config;
+    const std::vector<int32_t> tokens{128000, 9906, 1917, 11, 1618};
+    const int64_t T = int64_t(tokens.size());
+    Transformer tf(*g.model, *g.backend);
+    TraceRequest some;
+    some.names = {"layers.1.ffn_hidden", "layers.0.q"};
+    some.top_k = 7;
+    TraceRequest everything = TraceRequest::everything();
+    everything.top_k = 3;
+    for (const TraceRequest& r : {TraceRequest{}, some, everything}) {
+        KVCache cache(*g.backend, c, T + 1);
+        const Trace trace = tf.prefill(cache, tokens, r);
+        uint64_t held = trace.last_logits.size() * 4;
+        for (const auto& [n, t] : trace.tensors) held += t.data.size() * 4;
+        for (const auto& row : trace.top_k) held += sizeof(row) + row.size() * sizeof(TokenScore);
+        CHECK(trace_bytes(c, r, T) == held);
+        // And at a later position (attention.probs grows with the positions cached).
+        const Trace next = tf.decode(cache, 11, r);
+        uint64_t heldNext = next.last_logits.size() * 4;
+        for (const auto& [n, t] : next.tensors) heldNext += t.data.size() * 4;
+        for (const auto& row : next.top_k) heldNext += sizeof(row) + row.size() * sizeof(TokenScore);
+        CHECK(trace_bytes(c, r, 1, T) == heldNext);
+    }
+    // Far beyond any memory: saturates instead of wrapping around.
+    CHECK(trace_bytes(c, everything, int64_t(1) << 40) == UINT64_MAX);
+}

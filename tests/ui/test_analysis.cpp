@@ -131,10 +131,18 @@ TEST_CASE("a run keeps everything while it fits, then what the views need most",
     c.head_dim = 128;
     c.hidden_dim = 14336;
     c.vocab_size = 128256;
+    // 100 x 128256 logits are 51 MB: kept whole, with everything else.
+    const TraceRequest tiny = EngineWorker::explorerRequest(c, 100);
+    CHECK(tiny.all);
+    CHECK(tiny.wants("logits"));
+    // 256 x 128256 are 131 MB: every tensor but the logits, whose top-k and statistics come piece by piece.
     const TraceRequest shortRun = EngineWorker::explorerRequest(c, 256);
-    CHECK(shortRun.all);
+    CHECK_FALSE(shortRun.all);
     CHECK(shortRun.attention_probs);
     CHECK(shortRun.logits_all_positions);
+    CHECK_FALSE(shortRun.wants("logits"));
+    for (const TracedShape& s : trace_shapes(c, 256))
+        if (s.name != "logits") CHECK(shortRun.wants(s.name));
     CHECK(shortRun.wants("layers.31.ffn_hidden"));
     const TraceRequest medium = EngineWorker::explorerRequest(c, 512);
     CHECK_FALSE(medium.all);

@@ -10,6 +10,7 @@
 #include "strata/backend.hpp"
 #include "strata/error.hpp"
 #include "strata/model.hpp"
+#include "strata/trace.hpp"
 #include "strata/transformer.hpp"
 
 namespace strata::ui::analysis {
@@ -150,7 +151,7 @@ TopTokens top_token_on_backend(Transformer& transformer, std::span<const float> 
     const int64_t dim = c.dim, vocab = c.vocab_size;
     if (rows * dim != int64_t(x.size())) throw InputError("logit lens: the residual rows are not rows of dim");
     // Chunks of rows whose logits stay near 64 MB, read back and reduced on the host.
-    const int64_t chunk = std::clamp<int64_t>((int64_t(16) << 20) / std::max<int64_t>(1, vocab), 1, 128);
+    const int64_t chunk = lens_chunk_rows(vocab);
     TopTokens out;
     out.id.assign(size_t(rows), 0);
     out.logit.assign(size_t(rows), 0.0f);
@@ -167,6 +168,23 @@ TopTokens top_token_on_backend(Transformer& transformer, std::span<const float> 
             out.logit[size_t(r0 + r)] = row[best];
             out.prob[size_t(r0 + r)] = float(std::exp(double(row[best]) - st.log_sum_exp));
         }
+    }
+    return out;
+}
+
+int64_t lens_chunk_rows(int64_t vocab) { return std::clamp<int64_t>((int64_t(16) << 20) / std::max<int64_t>(1, vocab), 1, 128); }
+
+TopTokens logit_lens_top(Transformer& transformer, const Trace& trace, const std::atomic<bool>* cancel) {
+    const int64_t L = transformer.model().config.n_layers;
+    TopTokens out;
+    for (int64_t l = 0; l <= L; ++l) {
+        const std::string name = l == 0 ? std::string("x0") : "h." + std::to_string(l - 1);
+        const TracedTensor* h = trace.find(name);  // [T, dim]
+        if (!h) throw ModelError("the trace has no " + name + " for the logit lens");
+        const TopTokens part = top_token_on_backend(transformer, h->data, h->rows, cancel);
+        out.id.insert(out.id.end(), part.id.begin(), part.id.end());
+        out.logit.insert(out.logit.end(), part.logit.begin(), part.logit.end());
+        out.prob.insert(out.prob.end(), part.prob.begin(), part.prob.end());
     }
     return out;
 }

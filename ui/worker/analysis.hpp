@@ -13,6 +13,7 @@
 
 namespace strata {
 class Transformer;
+struct Trace;
 }
 
 namespace strata::ui::analysis {
@@ -37,6 +38,13 @@ TopTokens top_token_per_row(const TensorView& w, std::span<const float> x, int64
 // chunks of rows: x holds raw residual rows [rows, dim].
 TopTokens top_token_on_backend(Transformer& transformer, std::span<const float> x, int64_t rows,
                                const std::atomic<bool>* cancel = nullptr);
+// The rows of such a chunk (their logits stay near 64 MB).
+int64_t lens_chunk_rows(int64_t vocab);
+
+// The logit lens of a whole run: x0 and every h.N of the trace through the final norm and output, read straight
+// from the traced tensors chunk by chunk (no copy of the residual stream). [(n_layers + 1) * T], x0's row first.
+// Throws ModelError when the trace lacks one of them.
+TopTokens logit_lens_top(Transformer& transformer, const Trace& trace, const std::atomic<bool>* cancel = nullptr);
 
 // ||w[v, :]|| for every row of w (the embedding table: computed once per model).
 std::vector<float> row_norms(const TensorView& w, const std::atomic<bool>* cancel = nullptr);

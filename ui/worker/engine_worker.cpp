@@ -14,6 +14,7 @@
 #include "strata/backend.hpp"
 #include "strata/demo.hpp"
 #include "strata/error.hpp"
+#include "strata/host_memory.hpp"
 #include "strata/intervention.hpp"
 #include "strata/model.hpp"
 #include "strata/npy.hpp"
@@ -23,6 +24,7 @@
 #endif
 #include "chat/chat_engine.hpp"
 #include "worker/analysis.hpp"
+#include "worker/run_memory.hpp"
 #include "worker/token_text.hpp"
 
 namespace strata::ui {
@@ -288,7 +290,7 @@ TraceRequest EngineWorker::explorerRequest(const ModelConfig& c, int64_t T) {
     request.residuals = true;
     request.attention_probs = T <= kMaxProbsPositions;
     request.logits_all_positions = true;
-    request.keep_logits = true;
+    request.keep_logits = T * c.vocab_size <= kKeptLogitsFloats;
     request.top_k = kTopK;
     // Everything while it fits the budget; for long prompts on big models the residual stream and what each
     // block adds (the norms view needs attention_out and ffn_out), and past that the residual stream alone.
@@ -297,7 +299,11 @@ TraceRequest EngineWorker::explorerRequest(const ModelConfig& c, int64_t T) {
     const int64_t all = 4 * T * c.n_layers * perPosition;
     const int64_t contributions = 4 * T * c.n_layers * 3 * c.dim;
     if (all <= kTraceBudgetBytes) {
-        request.all = true;
+        // `all` keeps the logits too: name every tensor instead when they are too large to keep.
+        request.all = request.keep_logits;
+        if (!request.all)
+            for (const TracedShape& s : trace_shapes(c, T))
+                if (s.name != "logits" && !s.name.ends_with(".attention.probs")) request.names.insert(s.name);
     } else if (contributions <= kTraceBudgetBytes) {
         for (int64_t l = 0; l < c.n_layers; ++l)
             for (const char* what : {"attention_out", "h", "ffn_out"}) request.names.insert(names::layer(l, what));
@@ -319,7 +325,7 @@ std::vector<int32_t> EngineWorker::promptTokens(const QString& text) const {
 }
 
 std::shared_ptr<RunResult> EngineWorker::prefillRun(qint64 id, const QString& prompt, const std::vector<int32_t>& tokens,
-                                                    const Interventions& interventions) {
+                                                    const Interventions& interventions, bool lens) {
     const ModelConfig& c = model_->config;
     auto r = std::make_shared<RunResult>();
     r->id = id;
@@ -330,25 +336,33 @@ std::shared_ptr<RunResult> EngineWorker::prefillRun(qint64 id, const QString& pr
     if (T > cap) throw InputError("the prompt has " + std::to_string(T) + " tokens; the explorer takes at most " +
                                   std::to_string(cap));
 
+    // Estimated and refused before the cache, the step's buffers or the trace are allocated.
+    const uint64_t limit = memoryLimit_.load();
+    MemoryAvailable available;
+    available.backendName = backend_->info().backend;
+    available.backendOnHost = available.backendName == "cpu";
+    available.host = limit ? limit : host_memory_available();
+    available.backend = limit ? limit : backend_->memory_available();
+    const std::string problem =
+        runMemoryProblem(c, T, lens, available, [&](int64_t n) { return explorerRequest(c, n); });
+    if (!problem.empty()) throw InputError(problem);
+
     TraceRequest request = explorerRequest(c, T);
     request.interventions = interventions;
+    // Each position's softmax statistics, from the logits rows piece by piece as the step computes them.
+    request.on_logits = [&r, V = c.vocab_size](int64_t, std::span<const float> rows) {
+        for (size_t i = 0; i + size_t(V) <= rows.size(); i += size_t(V)) {
+            const analysis::LogitStats st = analysis::logit_stats(rows.subspan(i, size_t(V)));
+            r->logSumExp.push_back(st.log_sum_exp);
+            r->entropy.push_back(st.entropy);
+        }
+    };
     KVCache cache(*backend_, c, T);
     QElapsedTimer timer;
     timer.start();
     r->trace = transformer_->prefill(cache, r->tokens, request, &abort_);
     r->seconds = double(timer.nsecsElapsed()) * 1e-9;
     r->hasProbs = request.attention_probs;
-
-    if (const TracedTensor* logits = r->trace.find("logits")) {
-        for (int64_t t = 0; t < logits->rows; ++t) {
-            const auto st = analysis::logit_stats(
-                std::span<const float>(logits->data).subspan(size_t(t * logits->cols), size_t(logits->cols)));
-            r->logSumExp.push_back(st.log_sum_exp);
-            r->entropy.push_back(st.entropy);
-        }
-        // The statistics above are what the views need; keep full rows only while they are small.
-        if (logits->rows * logits->cols > (int64_t(16) << 20)) r->trace.tensors.erase("logits");
-    }
     for (int32_t tok : r->tokens) r->tokenTexts << tokenText(tok);
     for (const auto& row : r->trace.top_k)
         for (const TokenScore& s : row) r->vocabText.emplace(s.id, tokenText(s.id));
@@ -401,12 +415,12 @@ void EngineWorker::runTokens(qint64 id, const QString& prompt, const std::vector
         std::shared_ptr<RunResult> r;
         if (ablations.empty()) {
             plainCache_.reset();
-            r = prefillRun(id, prompt, seq, {});
+            r = prefillRun(id, prompt, seq, {}, logitLens);
             plainCache_ = r;  // the clean run of an ablation asked for next
         } else {
             // The plain pass first (kept for the diff and for mean ablation), then the intervened one.
             const RunResultPtr clean = plainRun(id, prompt, seq);
-            r = prefillRun(id, prompt, seq, resolve(ablations, &clean->trace));
+            r = prefillRun(id, prompt, seq, resolve(ablations, &clean->trace), logitLens);
             r->ablations = ablations;
             r->clean = clean;
         }
@@ -419,16 +433,9 @@ void EngineWorker::runTokens(qint64 id, const QString& prompt, const std::vector
         lens->runId = id;
         lens->rows = c.n_layers + 1;
         lens->positions = T;
-        std::vector<float> x;  // [(n_layers + 1) * T, dim]
-        x.reserve(size_t(lens->rows * T * c.dim));
-        for (int64_t l = 0; l < lens->rows; ++l) {
-            const std::string name = l == 0 ? std::string("x0") : "h." + std::to_string(l - 1);
-            const TracedTensor* h = r->trace.find(name);
-            if (!h) throw ModelError("the trace has no " + name + " for the logit lens");
-            x.insert(x.end(), h->data.begin(), h->data.end());
-        }
-        // On the backend: the same rmsnorm and matmul kernels as the forward pass (the GPU with Vulkan).
-        const analysis::TopTokens top = analysis::top_token_on_backend(*transformer_, x, lens->rows * T, &abort_);
+        // On the backend: the same rmsnorm and matmul kernels as the forward pass (the GPU with Vulkan), a chunk
+        // of traced rows at a time.
+        const analysis::TopTokens top = analysis::logit_lens_top(*transformer_, r->trace, &abort_);
         lens->top = top.id;
         lens->prob = top.prob;
         for (int32_t tok : lens->top) lens->vocabText.emplace(tok, tokenText(tok));

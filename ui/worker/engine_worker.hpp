@@ -52,11 +52,19 @@ public:
     // What the window needs to know about a loaded model (also used by the tests).
     static ModelSummaryPtr summarize(const Model& model, const BackendInfo& backend, const QString& backendNote);
 
+    // Thread-safe: a run's trace, logit lens and buffers may take at most this many bytes of each memory (0, the
+    // default: what the host and the backend have available). A run beyond it is refused before anything is
+    // allocated, saying how much it needs and what to change; the tests set a small limit to see that.
+    void setMemoryLimit(uint64_t bytes) { memoryLimit_.store(bytes); }
+
     // Prompts longer than this keep no attention probabilities (they are T x T per head).
     static constexpr int64_t kMaxProbsPositions = 256;
     static constexpr int64_t kTopK = 20;
     // The kept trace stays under this many bytes (long prompts on big models keep fewer tensors).
     static constexpr int64_t kTraceBudgetBytes = int64_t(2) << 30;
+    // The full logits rows [T, vocab] are kept while they hold at most this many floats (the logits explorer
+    // reads them); past that a run keeps each position's top-k and statistics, computed piece by piece.
+    static constexpr int64_t kKeptLogitsFloats = int64_t(16) << 20;
     // What a run keeps for a T-token prompt: everything the views need, within the budget.
     static TraceRequest explorerRequest(const ModelConfig& config, int64_t T);
 
@@ -132,9 +140,10 @@ private:
     Interventions resolve(const AblationList& ablations, const Trace* clean) const;
     // As resolve(), running the plain pass over `tokens` first when a mean ablation needs it.
     Interventions resolveFor(qint64 id, const AblationList& ablations, const std::vector<int32_t>& tokens);
-    // One prefill with the explorer's trace and the statistics the views need.
+    // One prefill with the explorer's trace and the statistics the views need. Refused (InputError) before
+    // anything is allocated when the run, and the logit lens after it when `lens`, would not fit in memory.
     std::shared_ptr<RunResult> prefillRun(qint64 id, const QString& label, const std::vector<int32_t>& tokens,
-                                          const Interventions& interventions);
+                                          const Interventions& interventions, bool lens = false);
     ChatEngine& chatEngine();  // made on first use for the loaded model
 
     std::atomic<bool> abort_{false};
@@ -143,6 +152,7 @@ private:
     std::mutex chatStopMutex_;
     std::shared_ptr<std::atomic<bool>> chatStop_;
     std::atomic<qint64> cancelledUpTo_{0};
+    std::atomic<uint64_t> memoryLimit_{0};
 
     // Destroyed in reverse order: transformer, backend, model.
     std::unique_ptr<Model> model_;

@@ -14,12 +14,15 @@
 //   norm                        final RMSNorm                              [T, dim]
 //   logits                      output(norm)                               [T, vocab] (or the last row only)
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "strata/backend.hpp"
+#include "strata/config.hpp"
 #include "strata/intervention.hpp"
 
 namespace strata {
@@ -32,6 +35,10 @@ struct TraceRequest {
     bool logits_all_positions = false;  // logits for every position (forward/explorer), else the last row only
     bool keep_logits = false;     // keep "logits" in the trace (always computed for the rows above)
     int64_t top_k = 10;           // top-k of the logits per computed row (0 = none)
+    // Called with each piece of logits rows as it is computed: (first row, [rows, vocab] values). With logits for
+    // every position and no "logits" kept, the step holds only one piece (kLogitRowsPerPiece rows) at a time, so
+    // a long prompt's statistics per position (entropy) cost no T x vocab buffer.
+    std::function<void(int64_t row0, std::span<const float> rows)> on_logits;
     // Changes made at the sites as the pass reaches them (intervention.hpp); empty: the plain pass.
     Interventions interventions;
 
@@ -56,5 +63,20 @@ struct Trace {
 
     const TracedTensor* find(const std::string& name) const;
 };
+
+// Logits rows computed (and, without "logits" kept, held) at once by a step.
+inline constexpr int64_t kLogitRowsPerPiece = 64;
+
+// Every name above for this model, block by block in the order a step reaches them (attention.probs and logits
+// included), with the shape [rows, cols] a step of T tokens after pos0 cached positions gives it.
+struct TracedShape {
+    std::string name;
+    int64_t rows = 0, cols = 0;
+};
+std::vector<TracedShape> trace_shapes(const ModelConfig& config, int64_t T, int64_t pos0 = 0);
+
+// Bytes of host memory the trace of that step keeps under `request` (its tensors, the top-k rows and the last
+// logits), estimated before the step runs so that a request that cannot fit is refused with a message.
+uint64_t trace_bytes(const ModelConfig& config, const TraceRequest& request, int64_t T, int64_t pos0 = 0);
 
 }  // namespace strata

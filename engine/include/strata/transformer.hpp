@@ -14,6 +14,12 @@ namespace strata {
 // Bytes of the KV cache for max_seq positions: 2 (k, v) x n_layers x max_seq x kv_dim float32.
 uint64_t kv_cache_bytes(const ModelConfig& config, int64_t max_seq);
 
+// Bytes of the activation buffers a step of T tokens after pos0 cached positions allocates on the backend under
+// `request` (kept between steps): the residual stream and each block's intermediates, the logits rows it holds at
+// once (every position's when the trace keeps "logits", else one piece of kLogitRowsPerPiece rows), and the
+// attention probabilities when asked for.
+uint64_t step_buffer_bytes(const ModelConfig& config, const TraceRequest& request, int64_t T, int64_t pos0 = 0);
+
 // The KV cache of one sequence: per layer k and v, [max_seq, n_kv_heads * head_dim], on the backend.
 class KVCache {
 public:
