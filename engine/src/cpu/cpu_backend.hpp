@@ -7,6 +7,8 @@
 
 #include "cpu/thread_pool.hpp"
 #include "strata/backend.hpp"
+#include "strata/cpu_isa.hpp"
+#include "strata/quant.hpp"
 
 namespace strata::cpu {
 
@@ -43,6 +45,9 @@ private:
     const ModelConfig& config(const char* op) const;
 
     ThreadPool pool_;
+    CpuIsa isa_;
+    bool exact_;
+    quant::Q8Activations act_;  // the quantized activations of the current matmul (integer-dot path)
     const Model* model_ = nullptr;
     std::vector<double> freqs_;  // [head_dim / 2] RoPE angle per position for each pair
     std::vector<std::vector<float>> buffers_;
