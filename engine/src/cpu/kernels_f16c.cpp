@@ -45,6 +45,11 @@ void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t
     int64_t r = r0;
     for (; r + 4 <= r1; r += 4) {
         const std::byte* p[4] = {w.row_ptr(r), w.row_ptr(r + 1), w.row_ptr(r + 2), w.row_ptr(r + 3)};
+        if (r + 8 <= r1)  // the next four rows, ahead of the hardware prefetcher (kernels.cpp, matmul_q8_rows)
+            for (int j = 4; j < 8; ++j) {
+                const std::byte* ahead = w.row_ptr(r + j);
+                for (int64_t off = 0; off < 2 * n; off += 64) __builtin_prefetch(ahead + off);
+            }
         __m256 a[4], b[4];
         for (int j = 0; j < 4; ++j) a[j] = b[j] = _mm256_setzero_ps();
         int64_t i = 0;
