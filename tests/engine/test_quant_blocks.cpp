@@ -429,46 +429,52 @@ TEST_CASE("decode matmul rate per stored type (CPU time, one thread)", "[.bench]
     std::mt19937 rng(1);
     const int64_t rows = 8192, cols = 2048, n = rows * cols;
     const std::vector<float> w = gaussian(n, rng, 0.02f), x = gaussian(cols, rng);
-    BackendOptions o;
-    o.threads = 1;
-    auto backend = make_backend(o);
-    Buf xb = backend->alloc(cols, "x"), ob = backend->alloc(rows, "out");
-    backend->begin();
-    backend->write(xb, x);
-    backend->submit();
     auto cpu_now = [] {
         timespec t;
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
         return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
     };
+    // Each type on the exact path and on the integer-dot path (block types), with the best kernels of this CPU
+    // and, for comparison, with plain AVX2 and the generic ones (STRATA_BENCH_ISAS="avx2 generic" to choose).
     double bf16_s = 0;
-    for (DType t : {DType::BF16, DType::Q8_0, DType::Q6_K, DType::Q5_K, DType::Q4_K, DType::Q4_0}) {
+    for (DType t : {DType::BF16, DType::F16, DType::Q8_0, DType::Q6_K, DType::Q5_K, DType::Q4_K, DType::Q4_0}) {
         std::vector<uint8_t> b(dtype_bytes(t, n));
-        if (t == DType::BF16) {
+        if (!dtype_is_block(t)) {
             for (int64_t i = 0; i < n; ++i) {
-                const uint16_t h = f32_to_bf16(w[size_t(i)]);
+                const uint16_t h = t == DType::BF16 ? f32_to_bf16(w[size_t(i)]) : f32_to_f16(w[size_t(i)]);
                 std::memcpy(&b[size_t(2 * i)], &h, 2);
             }
         } else {
             quant::quantize(t, w.data(), b.data(), n);
         }
-        TensorView v;
-        v.name = "w";
-        v.dtype = t;
-        v.shape = {rows, cols};
-        v.data = reinterpret_cast<const std::byte*>(b.data());
-        v.nbytes = b.size();
-        double best = 1e9;
-        for (int r = 0; r < 7; ++r) {
-            const double t0 = cpu_now();
-            backend->begin();
-            backend->matmul(ob, xb, v, 1);
-            backend->submit();
-            best = std::min(best, cpu_now() - t0);
+        const TensorView v = view_of(t, rows, cols, b);
+        for (bool exact : {true, false}) {
+            if (!exact && !dtype_is_block(t)) continue;
+            for (CpuIsa isa : {best_cpu_isa(), CpuIsa::Avx2, CpuIsa::Generic}) {
+                if (!cpu_isa_supported(isa) || (isa != best_cpu_isa() && exact && dtype_is_block(t))) continue;
+                BackendOptions o;
+                o.threads = 1;
+                o.exact = exact;
+                o.cpu_isa = std::string(cpu_isa_name(isa));
+                auto backend = make_backend(o);
+                Buf xb = backend->alloc(cols, "x"), ob = backend->alloc(rows, "out");
+                backend->begin();
+                backend->write(xb, x);
+                backend->submit();
+                double best = 1e9;
+                for (int r = 0; r < 7; ++r) {
+                    const double t0 = cpu_now();
+                    backend->begin();
+                    backend->matmul(ob, xb, v, 1);
+                    backend->submit();
+                    best = std::min(best, cpu_now() - t0);
+                }
+                if (t == DType::BF16) bf16_s = best;
+                WARN(dtype_name(t) << (exact ? " exact " : " integer-dot ") << cpu_isa_name(isa) << ": "
+                                   << double(b.size()) / 1e9 / best << " GB/s, " << double(n) / 1e9 / best
+                                   << " G weights/s per CPU-second; " << bf16_s / best << "x bf16");
+            }
         }
-        if (t == DType::BF16) bf16_s = best;
-        WARN(dtype_name(t) << ": " << double(b.size()) / 1e9 / best << " GB/s, " << double(n) / 1e9 / best
-                           << " G weights/s per CPU-second; " << bf16_s / best << "x bf16");
     }
 }
 
