@@ -623,3 +623,49 @@ TEST_CASE("the CPU backend's integer-dot path matches quant::dot_q8 and is close
     bad.cpu_isa = "sse9";
     CHECK_THROWS_AS(make_backend(bad), InputError);
 }
+
+// Hidden (run with "[prefillbench]"): single-thread CPU-time GFLOP/s of a 64-token prefill matmul per stored type
+// and path (docs/performance.md). CPU time, so other processes on the machine matter less.
+TEST_CASE("prefill matmul GFLOP/s per stored type (CPU time, one thread)", "[.bench][prefillbench]") {
+    std::mt19937 rng(2);
+    const int64_t rows = 2048, cols = 2048, n = rows * cols, T = 64;
+    const std::vector<float> w = gaussian(n, rng, 0.02f), x = gaussian(T * cols, rng);
+    auto cpu_now = [] {
+        timespec t;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+        return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+    };
+    for (DType t : {DType::BF16, DType::F16, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+        std::vector<uint8_t> b(dtype_bytes(t, n));
+        if (!dtype_is_block(t)) {
+            for (int64_t i = 0; i < n; ++i) {
+                const uint16_t h = t == DType::BF16 ? f32_to_bf16(w[size_t(i)]) : f32_to_f16(w[size_t(i)]);
+                std::memcpy(&b[size_t(2 * i)], &h, 2);
+            }
+        } else {
+            quant::quantize(t, w.data(), b.data(), n);
+        }
+        const TensorView v = view_of(t, rows, cols, b);
+        for (bool exact : {true, false}) {
+            if (!exact && !dtype_is_block(t)) continue;
+            BackendOptions o;
+            o.threads = 1;
+            o.exact = exact;
+            auto backend = make_backend(o);
+            Buf xb = backend->alloc(T * cols, "x"), ob = backend->alloc(T * rows, "out");
+            backend->begin();
+            backend->write(xb, x);
+            backend->submit();
+            double best = 1e9;
+            for (int r = 0; r < 5; ++r) {
+                const double t0 = cpu_now();
+                backend->begin();
+                backend->matmul(ob, xb, v, T);
+                backend->submit();
+                best = std::min(best, cpu_now() - t0);
+            }
+            WARN(dtype_name(t) << (exact ? " exact: " : " integer-dot: ") << 2.0 * double(n) * double(T) / 1e9 / best
+                               << " GFLOP/s per CPU-second");
+        }
+    }
+}

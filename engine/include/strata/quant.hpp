@@ -82,6 +82,11 @@ void quantize_activations(const float* x, int64_t n, Q8Activations& out);
 // must support). The integer sums are exact for every isa; only float32 rounding differs between them.
 float dot_q8(DType t, const void* row, const Q8Activations& x, int64_t first, int64_t n, CpuIsa isa);
 
+// out[t * out_stride] = dot_q8(t, row, x, t * n, n, isa) for the T token rows of x (x.n >= T * n): the same
+// values, bit for bit, with each block of the row decoded once for up to four tokens (prefill).
+void dot_q8_tokens(DType t, const void* row, const Q8Activations& x, int64_t T, int64_t n, CpuIsa isa, float* out,
+                   int64_t out_stride);
+
 // The types dot_q8 reads.
 bool has_integer_dot(DType t);
 

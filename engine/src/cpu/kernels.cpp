@@ -331,8 +331,7 @@ void matmul_q8_rows(const TensorView& w, const quant::Q8Activations& x, int64_t 
             const std::byte* ahead = w.row_ptr(r + kPrefetchRows);
             for (uint64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(ahead + off);
         }
-        const std::byte* p = w.row_ptr(r);
-        for (int64_t t = 0; t < T; ++t) out[t * rows + r] = quant::dot_q8(w.dtype, p, x, t * n, n, isa);
+        quant::dot_q8_tokens(w.dtype, w.row_ptr(r), x, T, n, isa, out + r, rows);
     }
 }
 

@@ -2,6 +2,7 @@
 // dot product as exact integer sums scaled once per unit of 32 weights. The generic kernels below are plain
 // scalar C++ (any CPU, and the easiest statement of the arithmetic); the x86 ones (dot_q8_x86.inc) are compiled
 // once per instruction set and chosen by the caller's CpuIsa, which the CPU must support.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -177,20 +178,48 @@ void quantize_activations(const float* x, int64_t n, Q8Activations& out) {
     quantize_blocks(x, n / 32, out.q.data(), out.d.data(), out.sum32.data());
 }
 
-float dot_q8(DType t, const void* row, const Q8Activations& x, int64_t first, int64_t n, CpuIsa isa) {
-    const auto* b = static_cast<const uint8_t*>(row);
+namespace {
+
+void check_dot(DType t, const Q8Activations& x, int64_t first, int64_t n, int64_t end) {
     const int64_t bs = has_integer_dot(t) ? dtype_block_size(t) : 0;
-    if (bs == 0 || n % bs != 0 || first % 32 != 0 || first < 0 || first + n > x.n)
+    if (bs == 0 || n % bs != 0 || first % 32 != 0 || first < 0 || end > x.n)
         throw Error("quant::dot_q8: " + std::to_string(n) + " weights of " + std::string(dtype_name(t)) +
-                    " against activations [" + std::to_string(first) + ", " + std::to_string(first + n) + ") of " +
+                    " against activations [" + std::to_string(first) + ", " + std::to_string(end) + ") of " +
                     std::to_string(x.n));
+}
+
+// nt (1..4) token rows at first + i * stride with the kernels of isa.
+void dot_rows(DType t, const uint8_t* b, const Q8Activations& x, int64_t first, int64_t stride, int nt, int64_t n,
+              CpuIsa isa, float* out) {
     switch (isa) {
 #ifdef STRATA_X86_KERNELS
-        case CpuIsa::Avx2: return avx2::dot_row(t, b, x, first, n);
-        case CpuIsa::Avx512Vnni: return avx512_vnni::dot_row(t, b, x, first, n);
-        case CpuIsa::AvxVnni: return avx_vnni::dot_row(t, b, x, first, n);
+        case CpuIsa::Avx2: return avx2::dot_rows(t, b, x, first, stride, nt, n, out);
+        case CpuIsa::Avx512Vnni: return avx512_vnni::dot_rows(t, b, x, first, stride, nt, n, out);
+        case CpuIsa::AvxVnni: return avx_vnni::dot_rows(t, b, x, first, stride, nt, n, out);
 #endif
-        default: return dot_generic(t, b, x, first, n);
+        default:
+            for (int i = 0; i < nt; ++i) out[i] = dot_generic(t, b, x, first + i * stride, n);
+    }
+}
+
+}  // namespace
+
+float dot_q8(DType t, const void* row, const Q8Activations& x, int64_t first, int64_t n, CpuIsa isa) {
+    check_dot(t, x, first, n, first + n);
+    float out;
+    dot_rows(t, static_cast<const uint8_t*>(row), x, first, 0, 1, n, isa, &out);
+    return out;
+}
+
+void dot_q8_tokens(DType t, const void* row, const Q8Activations& x, int64_t T, int64_t n, CpuIsa isa, float* out,
+                   int64_t out_stride) {
+    check_dot(t, x, 0, n, T * n);
+    const auto* b = static_cast<const uint8_t*>(row);
+    float r[4];
+    for (int64_t t0 = 0; t0 < T; t0 += 4) {
+        const int nt = static_cast<int>(std::min<int64_t>(4, T - t0));
+        dot_rows(t, b, x, t0 * n, n, nt, n, isa, r);
+        for (int i = 0; i < nt; ++i) out[(t0 + i) * out_stride] = r[i];
     }
 }
 
