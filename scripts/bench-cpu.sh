@@ -3,13 +3,15 @@
 # them as GGUF files of each type with strata-cli quantize, runs strata-cli bench on each and prints one table
 # (prefill tokens/s and matrix GFLOP/s, decode tokens/s, weight GB/s of decode, the machine's streaming read in
 # the same run and the fraction decode reaches, the kernels used).
-# Usage: scripts/bench-cpu.sh [--cli PATH] [--dir DIR] [--shapes "1b 8b"] [--types "F16 Q8_0 Q4_K_M"]
+# Usage: scripts/bench-cpu.sh [--cli PATH]... [--dir DIR] [--shapes "1b 8b"] [--types "F16 Q8_0 Q4_K_M"]
 #                             [--prompt N] [--gen M] [--json-dir DIR] [-- extra strata-cli bench options]
+# --cli may be given several times (a "before" and an "after" build): each file is then benched with each binary
+# in turn, so that the runs of one file see the same load on a shared machine.
 # Files are made once and kept in DIR (default /tmp/strata-bench-cpu; the 8B shape needs ~16 GB bf16 plus its
 # GGUFs). Extra options after -- go to every bench run (--exact, --threads N, --repeats R).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cli="$here/build/app/strata-cli"
+clis=()
 dir=/tmp/strata-bench-cpu
 shapes="1b"
 types="F16 Q8_0 Q4_K_M"
@@ -20,7 +22,7 @@ tokenizer="${STRATA_CACHE_DIR:-$HOME/.cache/strata}/tokenizer/tokenizer.json"
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --cli) cli="$2"; shift 2 ;;
+    --cli) clis+=("$2"); shift 2 ;;
     --dir) dir="$2"; shift 2 ;;
     --shapes) shapes="$2"; shift 2 ;;
     --types) types="$2"; shift 2 ;;
@@ -31,7 +33,9 @@ while [ $# -gt 0 ]; do
     *) echo "bench-cpu: unknown option $1" >&2; exit 2 ;;
   esac
 done
-[ -x "$cli" ] || { echo "bench-cpu: no strata-cli at $cli (build it, or pass --cli)" >&2; exit 1; }
+[ ${#clis[@]} -gt 0 ] || clis=("$here/build/app/strata-cli")
+for c in "${clis[@]}"; do [ -x "$c" ] || { echo "bench-cpu: no strata-cli at $c (build it, or pass --cli)" >&2; exit 1; }; done
+cli="${clis[0]}"  # makes and quantizes the files
 mkdir -p "$dir"
 [ -n "$json_dir" ] && mkdir -p "$json_dir"
 
@@ -54,22 +58,25 @@ for shape in $shapes; do
       echo "bench-cpu: quantizing $file" >&2
       "$cli" quantize --model "$src" --type "$type" --out "$file" >/dev/null 2>&1
     fi
-    json="$("$cli" bench --model "$file" --prompt "$prompt" --gen "$gen" "${extra[@]}")"
-    [ -n "$json_dir" ] && echo "$json" >"$json_dir/$shape-$type.json"
-    rows+=("$(python3 -c '
+    for bench_cli in "${clis[@]}"; do
+      label="$(basename "$(dirname "$(dirname "$bench_cli")")")"  # the build folder
+      json="$("$bench_cli" bench --model "$file" --prompt "$prompt" --gen "$gen" "${extra[@]}")"
+      [ -n "$json_dir" ] && echo "$json" >"$json_dir/$shape-$type-$label.json"
+      rows+=("$(python3 -c '
 import json, sys
 j = json.loads(sys.stdin.read())
 p, d, m = j["prefill"], j["decode"], j["machine_bandwidth"]
-k = j["model"]["backend"].get("kernels", "")
-print("| %s %s | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %s |" % (sys.argv[1], sys.argv[2], p["tokens_per_second"],
-      p.get("matmul_gflop_per_second", 0), d["tokens_per_second"], d["effective_weight_gb_per_s"], m["gb_per_s"],
-      j["decode_bandwidth_fraction"], k))' "$shape" "$type" <<<"$json")")
-    echo "${rows[-1]}"
+k = j["model"]["backend"].get("kernels", "") or "(before kernels were reported)"
+print("| %s %s | %s | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %s |" % (sys.argv[1], sys.argv[2], sys.argv[3],
+      p["tokens_per_second"], p.get("matmul_gflop_per_second", 0), d["tokens_per_second"],
+      d["effective_weight_gb_per_s"], m["gb_per_s"], j["decode_bandwidth_fraction"], k))' "$shape" "$type" "$label" <<<"$json")")
+      echo "${rows[-1]}"
+    done
   done
 done
 echo
-echo "| file | prefill t/s | prefill GFLOP/s | decode t/s | decode weight GB/s | machine read GB/s | fraction | kernels |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| file | build | prefill t/s | prefill GFLOP/s | decode t/s | decode weight GB/s | machine read GB/s | fraction | kernels |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 printf '%s\n' "${rows[@]}"
 echo
 echo "load after: $(uptime | sed 's/.*load average/load average/')"
