@@ -2,6 +2,8 @@
 // The CPU reference backend: float32 activations in std::vector<float> buffers, weights read in place from the
 // memory-mapped checkpoint and widened row by row, work split over a persistent thread pool (output rows for
 // matmul, (head, query) pairs for attention). Ops run as they are called; begin()/submit() only mark a step.
+// With BackendOptions::exact false, block-type weights take the integer-dot path (activations quantized to 8 bits
+// once per matmul, quant::dot_q8_tokens); kernels for the instruction set chosen at construction (CpuIsa).
 #include <memory>
 #include <vector>
 
