@@ -582,13 +582,13 @@ TEST_CASE("integer-dot kernels of every instruction set equal the quantized math
 
 TEST_CASE("the CPU backend's integer-dot path matches quant::dot_q8 and is close to the exact path", "[quant][q8]") {
     std::mt19937 rng(13);
-    const int64_t rows = 37, cols = 512;
+    const int64_t rows = 37, cols = 768;  // prefill tiles: more than one 512-column pass
     const std::vector<float> wf = gaussian(rows * cols, rng, 0.02f);
     for (DType t : kTypes) {
         std::vector<uint8_t> b(dtype_bytes(t, rows * cols));
         quant::quantize(t, wf.data(), b.data(), rows * cols);
         const TensorView v = view_of(t, rows, cols, b);
-        for (int64_t T : {1, 5}) {
+        for (int64_t T : {1, 5, 13}) {
             const std::vector<float> x = gaussian(T * cols, rng);
             auto run = [&](bool exact, const std::string& isa) {
                 BackendOptions o;
@@ -605,6 +605,10 @@ TEST_CASE("the CPU backend's integer-dot path matches quant::dot_q8 and is close
                 return backend->fetch(r);
             };
             const std::vector<float> exact = run(true, "");
+            for (CpuIsa isa : supported_cpu_isas()) {  // the exact path's own kernels per instruction set
+                INFO(dtype_name(t) << " T = " << T << " exact " << cpu_isa_name(isa));
+                CHECK(test::rel_l2(run(true, std::string(cpu_isa_name(isa))), exact) < 1e-6);
+            }
             quant::Q8Activations a;
             quant::quantize_activations(x.data(), T * cols, a);
             for (CpuIsa isa : supported_cpu_isas()) {
@@ -646,11 +650,14 @@ TEST_CASE("prefill matmul GFLOP/s per stored type (CPU time, one thread)", "[.be
             quant::quantize(t, w.data(), b.data(), n);
         }
         const TensorView v = view_of(t, rows, cols, b);
-        for (bool exact : {true, false}) {
+        for (bool exact : {true, false})
+          for (CpuIsa isa : supported_cpu_isas()) {
             if (!exact && !dtype_is_block(t)) continue;
+            if (isa != best_cpu_isa() && (dtype_is_block(t) || isa == CpuIsa::Generic)) continue;
             BackendOptions o;
             o.threads = 1;
             o.exact = exact;
+            o.cpu_isa = std::string(cpu_isa_name(isa));
             auto backend = make_backend(o);
             Buf xb = backend->alloc(T * cols, "x"), ob = backend->alloc(T * rows, "out");
             backend->begin();
@@ -664,8 +671,8 @@ TEST_CASE("prefill matmul GFLOP/s per stored type (CPU time, one thread)", "[.be
                 backend->submit();
                 best = std::min(best, cpu_now() - t0);
             }
-            WARN(dtype_name(t) << (exact ? " exact: " : " integer-dot: ") << 2.0 * double(n) * double(T) / 1e9 / best
-                               << " GFLOP/s per CPU-second");
+            WARN(dtype_name(t) << (exact ? " exact " : " integer-dot ") << cpu_isa_name(isa) << ": "
+                               << 2.0 * double(n) * double(T) / 1e9 / best << " GFLOP/s per CPU-second");
         }
     }
 }

@@ -12,7 +12,8 @@ namespace strata {
 enum class CpuIsa : uint8_t {
     Generic,     // any CPU
     Avx2,        // AVX2 + FMA + F16C: F16 weights by vcvtph2ps, 8-bit dot products by vpmaddubsw + vpmaddwd
-    Avx512Vnni,  // as Avx2, 8-bit dot products by vpdpbusd on 256-bit vectors (AVX512-VNNI + AVX512-VL)
+    Avx512Vnni,  // as Avx2, 8-bit dot products by vpdpbusd on 256-bit vectors (AVX512-VNNI + AVX512-VL), and the
+                 // float prefill tile on 512-bit vectors
     AvxVnni,     // as Avx2, 8-bit dot products by the VEX form of vpdpbusd (AVX-VNNI)
 };
 
@@ -24,7 +25,8 @@ CpuIsa cpu_isa_from_name(std::string_view name);
 bool cpu_isa_supported(CpuIsa isa);
 // Every instruction set this CPU can run, Generic first.
 std::vector<CpuIsa> supported_cpu_isas();
-// The fastest: AVX-VNNI over AVX512-VNNI (the same instruction without the 512-bit state), then AVX2, then generic.
+// The fastest: AVX512-VNNI (it also has the 512-bit prefill tile), then AVX-VNNI (the same 8-bit dot products
+// on CPUs without AVX-512), then AVX2, then generic.
 CpuIsa best_cpu_isa();
 
 }  // namespace strata

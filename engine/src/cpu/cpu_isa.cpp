@@ -58,7 +58,7 @@ std::vector<CpuIsa> supported_cpu_isas() {
 }
 
 CpuIsa best_cpu_isa() {
-    for (CpuIsa isa : {CpuIsa::AvxVnni, CpuIsa::Avx512Vnni, CpuIsa::Avx2})
+    for (CpuIsa isa : {CpuIsa::Avx512Vnni, CpuIsa::AvxVnni, CpuIsa::Avx2})
         if (cpu_isa_supported(isa)) return isa;
     return CpuIsa::Generic;
 }

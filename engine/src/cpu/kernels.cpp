@@ -17,7 +17,7 @@
 #endif
 #define STRATA_INLINE static inline __attribute__((always_inline))
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define STRATA_HAVE_F16C 1  // kernels_f16c.cpp is compiled
+#define STRATA_HAVE_F16C 1  // kernels_f16c.cpp and kernels_avx512.cpp are compiled
 #endif
 
 namespace strata::cpu {
@@ -316,6 +316,12 @@ void matmul_rows(const TensorView& w, const float* x, int64_t T, float* out, int
     for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
         const int64_t nrows = std::min<int64_t>(kRowBlock, r1 - rb);
         for (int64_t j = 0; j < nrows; ++j) widen_row(w, rb + j, scratch + j * n, isa);  // [nrows, n]
+#ifdef STRATA_HAVE_F16C
+        if (isa == CpuIsa::Avx512Vnni) {
+            avx512::tiles(scratch, nrows, x, T, n, out, rows, rb);
+            continue;
+        }
+#endif
         tiles_dispatch(scratch, nrows, x, T, n, out, rows, rb);
     }
 }

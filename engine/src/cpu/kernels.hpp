@@ -42,6 +42,12 @@ void matmul_rows(const TensorView& w, const float* x, int64_t T, float* out, int
 void matmul_q8_rows(const TensorView& w, const quant::Q8Activations& x, int64_t T, float* out, int64_t r0,
                     int64_t r1, CpuIsa isa);
 
+// The prefill tile for CPUs with AVX-512 (kernels_avx512.cpp): out[t, r_base + j] = wblock[j, :] . x[t, :].
+namespace avx512 {
+void tiles(const float* wblock, int64_t nrows, const float* x, int64_t T, int64_t n, float* out, int64_t out_stride,
+           int64_t r_base);
+}  // namespace avx512
+
 // The F16C kernels (kernels_f16c.cpp), for CPUs with AVX2 + FMA + F16C.
 namespace f16c {
 void widen(const std::byte* p, float* out, int64_t n);
