@@ -199,7 +199,7 @@ int run_bench(const Args& args) {
 }  // namespace
 
 STRATA_COMMAND(Command{"bench",
-                       "--model PATH [--backend cpu|vulkan] [--device N] [--threads N] [--prompt N] [--gen M] "
+                       "--model PATH [--backend cpu|vulkan] [--device N] [--threads N] [--exact] [--cpu-isa NAME] [--prompt N] [--gen M] "
                        "[--bandwidth-mib N] [--repeats R]",
                        "prefill and decode tokens/s, effective weight GB/s of decode, the machine's memory "
                        "bandwidth and the fraction decode reaches (JSON)",
