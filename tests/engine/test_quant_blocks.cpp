@@ -190,6 +190,28 @@ TensorView view_of(DType t, int64_t rows, int64_t cols, const std::vector<uint8_
     return v;
 }
 
+// w stored as t: rounded to BF16 / F16, or quantized to a block type.
+std::vector<uint8_t> stored_as(DType t, const std::vector<float>& w) {
+    const auto n = static_cast<int64_t>(w.size());
+    std::vector<uint8_t> b(dtype_bytes(t, n));
+    if (dtype_is_block(t)) {
+        quant::quantize(t, w.data(), b.data(), n);
+        return b;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = t == DType::BF16 ? f32_to_bf16(w[size_t(i)]) : f32_to_f16(w[size_t(i)]);
+        std::memcpy(&b[size_t(2 * i)], &h, 2);
+    }
+    return b;
+}
+
+// This thread's CPU time in seconds (the hidden rate measurements: other processes take wall time, not this).
+double cpu_now() {
+    timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
 bool same_bits(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b); }
 
 }  // namespace
@@ -429,24 +451,11 @@ TEST_CASE("decode matmul rate per stored type (CPU time, one thread)", "[.bench]
     std::mt19937 rng(1);
     const int64_t rows = 8192, cols = 2048, n = rows * cols;
     const std::vector<float> w = gaussian(n, rng, 0.02f), x = gaussian(cols, rng);
-    auto cpu_now = [] {
-        timespec t;
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-        return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
-    };
     // Each type on the exact path and on the integer-dot path (block types), with the best kernels of this CPU
-    // and, for comparison, with plain AVX2 and the generic ones (STRATA_BENCH_ISAS="avx2 generic" to choose).
+    // and, for comparison, with plain AVX2 and the generic ones.
     double bf16_s = 0;
     for (DType t : {DType::BF16, DType::F16, DType::Q8_0, DType::Q6_K, DType::Q5_K, DType::Q4_K, DType::Q4_0}) {
-        std::vector<uint8_t> b(dtype_bytes(t, n));
-        if (!dtype_is_block(t)) {
-            for (int64_t i = 0; i < n; ++i) {
-                const uint16_t h = t == DType::BF16 ? f32_to_bf16(w[size_t(i)]) : f32_to_f16(w[size_t(i)]);
-                std::memcpy(&b[size_t(2 * i)], &h, 2);
-            }
-        } else {
-            quant::quantize(t, w.data(), b.data(), n);
-        }
+        const std::vector<uint8_t> b = stored_as(t, w);
         const TensorView v = view_of(t, rows, cols, b);
         for (bool exact : {true, false}) {
             if (!exact && !dtype_is_block(t)) continue;
@@ -634,21 +643,8 @@ TEST_CASE("prefill matmul GFLOP/s per stored type (CPU time, one thread)", "[.be
     std::mt19937 rng(2);
     const int64_t rows = 2048, cols = 2048, n = rows * cols, T = 64;
     const std::vector<float> w = gaussian(n, rng, 0.02f), x = gaussian(T * cols, rng);
-    auto cpu_now = [] {
-        timespec t;
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-        return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
-    };
     for (DType t : {DType::BF16, DType::F16, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
-        std::vector<uint8_t> b(dtype_bytes(t, n));
-        if (!dtype_is_block(t)) {
-            for (int64_t i = 0; i < n; ++i) {
-                const uint16_t h = t == DType::BF16 ? f32_to_bf16(w[size_t(i)]) : f32_to_f16(w[size_t(i)]);
-                std::memcpy(&b[size_t(2 * i)], &h, 2);
-            }
-        } else {
-            quant::quantize(t, w.data(), b.data(), n);
-        }
+        const std::vector<uint8_t> b = stored_as(t, w);
         const TensorView v = view_of(t, rows, cols, b);
         for (bool exact : {true, false})
           for (CpuIsa isa : supported_cpu_isas()) {
