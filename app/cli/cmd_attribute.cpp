@@ -36,7 +36,7 @@ int run_attribute(const Args& args) {
 
 STRATA_COMMAND(Command{"attribute",
                        "--model PATH --tokens IDS --target ID [--position P] [--backend cpu|vulkan] [--device N] "
-                       "[--threads N]",
+                       "[--threads N] [--exact] [--cpu-isa NAME]",
                        "direct logit attribution of the target's logit at a position to x0, every head and every "
                        "feed-forward, with the final norm's scale held fixed (JSON)",
                        run_attribute,

@@ -40,6 +40,16 @@ uint64_t decode_weight_bytes(const Model& model) {
     return bytes;
 }
 
+// Floating-point operations of the matrix products of a prefill of T tokens, the figure llama-bench's GFLOP/s
+// rests on: 2 per weight per token for every block's matrices, and the output projection once (only the last
+// position's logits are computed). Attention, norms and activations are left out (a few percent at T = 64).
+double prefill_matmul_flops(const Model& model, int64_t T) {
+    double layer_weights = 0;
+    for (const auto& [name, t] : model.tensors)
+        if (name.rfind("layers.", 0) == 0 && t.shape.size() == 2) layer_weights += double(t.numel());
+    return 2.0 * layer_weights * double(T) + 2.0 * double(model.output_weight().numel());
+}
+
 // The host's streaming read bandwidth: `threads` threads sum disjoint slices of a buffer of `bytes`
 // (much larger than the caches), best of `repeats`. Integer sums with several accumulators let -O3 vectorise
 // the loop, so the loads and not the additions set the pace.
@@ -179,7 +189,11 @@ int run_bench(const Args& args) {
     const nlohmann::json out = {
         {"model", model_json(model, *m.backend)},
         {"load_seconds", load_s},
-        {"prefill", {{"tokens", n_prompt}, {"seconds", prefill_s}, {"tokens_per_second", double(n_prompt) / prefill_s}}},
+        {"prefill",
+         {{"tokens", n_prompt},
+          {"seconds", prefill_s},
+          {"tokens_per_second", double(n_prompt) / prefill_s},
+          {"matmul_gflop_per_second", prefill_matmul_flops(model, n_prompt) / prefill_s / 1e9}}},
         {"decode",
          {{"tokens", n_gen},
           {"seconds", decode_s},
@@ -199,7 +213,7 @@ int run_bench(const Args& args) {
 }  // namespace
 
 STRATA_COMMAND(Command{"bench",
-                       "--model PATH [--backend cpu|vulkan] [--device N] [--threads N] [--prompt N] [--gen M] "
+                       "--model PATH [--backend cpu|vulkan] [--device N] [--threads N] [--exact] [--cpu-isa NAME] [--prompt N] [--gen M] "
                        "[--bandwidth-mib N] [--repeats R]",
                        "prefill and decode tokens/s, effective weight GB/s of decode, the machine's memory "
                        "bandwidth and the fraction decode reaches (JSON)",

@@ -133,7 +133,7 @@ int run_forward(const Args& args) {
 
 STRATA_COMMAND(Command{"forward",
                        "--model PATH (--tokens ID,ID,... | --text TEXT) [--backend cpu|vulkan] [--device N] "
-                       "[--threads N] [--top-k K] [--dump DIR [--probs]] [--ablate SPEC,...] "
+                       "[--threads N] [--exact] [--cpu-isa NAME] [--top-k K] [--dump DIR [--probs]] [--ablate SPEC,...] "
                        "[--patch SITE@POS,... (--patch-from-tokens IDS | --patch-from-text TEXT)]",
                        "one forward pass: top-k next tokens at every position (JSON); --dump writes every "
                        "intermediate tensor as .npy",

@@ -117,7 +117,7 @@ int run_generate(const Args& args) {
 STRATA_COMMAND(Command{"generate",
                        "--model PATH (--tokens ID,ID,... | --text TEXT | --chat MESSAGE [--system TEXT]) "
                        "[--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--min-p M] [--seed S] "
-                       "[--backend cpu|vulkan] [--device N] [--threads N] [--json]",
+                       "[--backend cpu|vulkan] [--device N] [--threads N] [--exact] [--cpu-isa NAME] [--json]",
                        "generate text: streamed to stdout, or {\"ids\", \"text\"} with --json", run_generate,
                        with_model_options({
                            {"tokens", "ID,ID,...", "the prompt as token ids (plain completion)"},

@@ -41,7 +41,7 @@ int run_patch(const Args& args) {
 
 STRATA_COMMAND(Command{"patch",
                        "--model PATH --clean-tokens IDS --corrupt-tokens IDS --answer ID --foil ID "
-                       "[--site h|attention_out|ffn_out] [--backend cpu|vulkan] [--device N] [--threads N]",
+                       "[--site h|attention_out|ffn_out] [--backend cpu|vulkan] [--device N] [--threads N] [--exact] [--cpu-isa NAME]",
                        "activation patching sweep: the corrupt run with each (layer, position) of the clean run "
                        "patched in, metric logit[answer] - logit[foil] at the last position (JSON)",
                        run_patch,

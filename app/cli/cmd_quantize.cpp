@@ -99,14 +99,14 @@ int run_quantize(const Args& args) {
 
 }  // namespace
 
-STRATA_COMMAND(Command{"quantize", "--model PATH --out FILE.gguf --type Q8_0|Q4_0|Q4_K|Q5_K|Q6_K|Q4_K_M|Q5_K_M [--threads N]",
+STRATA_COMMAND(Command{"quantize", "--model PATH --out FILE.gguf --type Q8_0|Q4_0|Q4_K|Q5_K|Q6_K|Q4_K_M|Q5_K_M|F16|BF16 [--threads N]",
                        "write a checkpoint as a quantized GGUF (streamed tensor by tensor; llama.cpp's Q4_K_M/Q5_K_M "
                        "mixes; norms stay F32)",
                        run_quantize,
                        {{"model", "PATH", "a Hugging Face or Meta folder, or a .gguf file (blocks are re-quantized)"},
                         {"out", "FILE.gguf", "the file to write (appears only when complete)"},
-                        {"type", "TYPE", "Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (every matrix), or llama.cpp's mixes Q4_K_M, "
-                                         "Q5_K_M"},
+                        {"type", "TYPE", "Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (every matrix), llama.cpp's mixes Q4_K_M, "
+                                         "Q5_K_M, or F16 / BF16 (every matrix rounded, not quantized)"},
                         {"threads", "N", "conversion threads (0 = all cores; default 0)"}}});
 
 }  // namespace strata::cli

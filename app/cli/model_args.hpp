@@ -15,7 +15,9 @@
 namespace strata::cli {
 
 // The options every model-running command accepts (add them to allow_only).
-inline std::vector<std::string> model_option_keys() { return {"model", "backend", "device", "threads"}; }
+inline std::vector<std::string> model_option_keys() {
+    return {"model", "backend", "device", "threads", "exact", "cpu-isa"};
+}
 
 struct LoadedModel {
     std::unique_ptr<Model> model;
@@ -23,7 +25,8 @@ struct LoadedModel {
 };
 
 // Loads --model, checks its weights are finite, and binds it to --backend (cpu | vulkan, default cpu) on
-// --device N (Vulkan) with --threads N (CPU, 0 = all).
+// --device N (Vulkan) with --threads N (CPU, 0 = all). strata-cli runs block-type weights on the CPU's integer-dot
+// path unless --exact is given (the library's default, which the explorer and the tests use, is exact).
 inline LoadedModel load_model_and_backend(const Args& args) {
     LoadedModel m;
     m.model = load_model(args.require("model"));
@@ -33,6 +36,8 @@ inline LoadedModel load_model_and_backend(const Args& args) {
     if (o.name != "cpu" && o.name != "vulkan") throw UsageError("--backend expects cpu or vulkan, got '" + o.name + "'");
     o.device_index = static_cast<int>(args.get_int("device", -1));
     o.threads = static_cast<int>(args.get_int("threads", 0));
+    o.exact = args.has("exact");
+    o.cpu_isa = args.get_or("cpu-isa", "");
     m.backend = make_backend(o);
     m.backend->load(*m.model);
     return m;
@@ -57,7 +62,8 @@ inline nlohmann::json model_json(const Model& model, const Backend& backend) {
             {"demo", model.config.is_demo},
             {"instruct", model.config.is_instruct},
             {"parameters", model.parameter_count()},
-            {"backend", {{"name", b.backend}, {"device", b.device}, {"device_type", b.device_type}, {"driver", b.driver}}}};
+            {"backend", {{"name", b.backend}, {"device", b.device}, {"device_type", b.device_type}, {"driver", b.driver},
+              {"kernels", b.kernels}}}};
 }
 
 // JSON text; bytes that are not UTF-8 (a token holding half a character) become U+FFFD instead of an error.

@@ -403,3 +403,30 @@ TEST_CASE("cpu backend rejects out-of-range buffers and unsupported weight types
     v.name = "tpu";
     CHECK_THROWS_AS(make_backend(v), UnsupportedError);
 }
+
+// The thread pool under the backend: many small ops in a row (each handed out in chunks to every thread), and an
+// exception thrown on a worker reaching the caller with the pool still usable after it.
+TEST_CASE("cpu ops on a pool of 4 threads: thousands of small ops agree, an error in a worker is rethrown", "[cpu]") {
+    OpModel om;
+    om.add("w", DType::BF16, {640, 64}, random_values(640 * 64, 41));
+    TensorView bad = om.tensor("w");
+    bad.dtype = static_cast<DType>(200);  // the kernels throw UnsupportedError for it, on whichever thread runs a row
+    const auto x = random_values(64, 42);
+    Run run(om.model, 4);
+    Buf xb = run.upload(x);
+    Buf out = run.b->alloc(640, "out");
+    run.b->begin();
+    run.b->matmul(out, xb, om.tensor("w"), 1);
+    const std::vector<float> want = run.read(out, 640);
+    int mismatches = 0;
+    for (int i = 0; i < 2000; ++i) {
+        run.b->begin();
+        if (i % 100 == 7) {
+            CHECK_THROWS_AS(run.b->matmul(out, xb, bad, 1), UnsupportedError);
+            continue;
+        }
+        run.b->matmul(out, xb, om.tensor("w"), 1);
+        mismatches += run.read(out, 640) != want;
+    }
+    CHECK(mismatches == 0);
+}

@@ -43,6 +43,9 @@ struct BackendInfo {
     std::string device;        // "AMD Ryzen ... (16 threads)" / "NVIDIA H200" / "llvmpipe (LLVM 15.0.6, 256 bits)"
     std::string device_type;   // "cpu", "discrete", "integrated", "virtual", "cpu (lavapipe)"
     std::string driver;        // driver name and version where known
+    // The kernels the matrix products use: CPU "avx-vnni, integer-dot" / "avx2, exact float32" (the instruction
+    // set chosen at run time, and whether block types take the integer-dot path); empty where it does not apply.
+    std::string kernels;
 };
 
 class Backend {
@@ -109,6 +112,14 @@ struct BackendOptions {
     std::string name = "cpu";
     int device_index = -1;
     int threads = 0;           // CPU: 0 = hardware concurrency
+    // CPU: true keeps every product in float32 with the weights widened exactly (the reference path: the explorer
+    // and the tests). false lets block-type weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) take the integer-dot path:
+    // activations quantized to 8 bits per block of 32 (strata/quant.hpp), faster, with a small error
+    // (docs/performance.md). F32/F16/BF16 weights are exact either way.
+    bool exact = true;
+    // CPU: the instruction set of the kernels, as cpu_isa_name writes it ("" = the best this CPU has). One the
+    // CPU lacks is refused with UnsupportedError (tests and measurements force the lesser ones).
+    std::string cpu_isa;
     bool validation = false;   // Vulkan: enable VK_LAYER_KHRONOS_validation (also by STRATA_VK_VALIDATION=1)
     uint64_t max_binding_range = 0;  // Vulkan tests: force a smaller maxStorageBufferRange (0 = device's)
     uint64_t device_local_limit = 0;  // Vulkan tests: pretend device-local memory holds only this (0 = its heap)

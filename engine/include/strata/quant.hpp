@@ -28,7 +28,9 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "strata/cpu_isa.hpp"
 #include "strata/dtype.hpp"
 
 namespace strata::quant {
@@ -54,5 +56,38 @@ bool can_quantize(DType t);
 
 // Bits per weight of a stored type: 32, 16, 8.5 (Q8_0), 4.5 (Q4_0, Q4_K), 5.5 (Q5_K), 6.5625 (Q6_K).
 double bits_per_weight(DType t);
+
+// ---- The integer-dot path (the CPU backend's fast path for block types; not exact) ----
+//
+// The activation vector is quantized once per matrix product to 8 bits per element, in blocks of 32 with a float32
+// scale each: x[32k + i] ~ d[k] * q[32k + i], d[k] = max |x| / 127 over the block, q = round(x / d) in
+// [-127, 127]. A weight row's dot product is then a sum of exact integer dot products of its levels with q, one
+// per 32 weights (per 16 for Q6_K's scales), each scaled in float32 by the weight block's scale times d[k]; the
+// Q4_K/Q5_K mins use the sums of the quantized x per 32.
+// The result equals sum_i w[i] * x'[i] with x' the dequantized activations, up to float32 rounding of the scale
+// products; what it adds over the exact path is x's rounding (relative RMS ~0.3% per block, measured in
+// docs/performance.md).
+struct Q8Activations {
+    int64_t n = 0;
+    std::vector<int8_t> q;     // [n]
+    std::vector<float> d;      // [n / 32]
+    std::vector<float> sum32;  // [n / 32]: d * sum of q over each 32 elements
+};
+
+// Quantizes x[0..n) (n a multiple of 32) into `out`, reusing its storage. Non-finite x gives non-finite d.
+void quantize_activations(const float* x, int64_t n, Q8Activations& out);
+
+// sum_i w[i] * x'[i] for the n weights of `row` (Q8_0, Q4_0, Q4_K, Q5_K or Q6_K) against x' = x[first, first + n)
+// (first a multiple of 32: several token rows quantized together), with the kernels of `isa` (which the CPU
+// must support). The integer sums are exact for every isa; only float32 rounding differs between them.
+float dot_q8(DType t, const void* row, const Q8Activations& x, int64_t first, int64_t n, CpuIsa isa);
+
+// out[t * out_stride] = dot_q8(t, row, x, t * n, n, isa) for the T token rows of x (x.n >= T * n): the same
+// values, bit for bit, with each block of the row decoded once for up to four tokens (prefill).
+void dot_q8_tokens(DType t, const void* row, const Q8Activations& x, int64_t T, int64_t n, CpuIsa isa, float* out,
+                   int64_t out_stride);
+
+// The types dot_q8 reads.
+bool has_integer_dot(DType t);
 
 }  // namespace strata::quant

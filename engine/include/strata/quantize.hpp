@@ -4,6 +4,9 @@
 //
 // Schemes:
 //   Q8_0, Q4_0, Q4_K, Q5_K, Q6_K   every matrix in that type ("pure": llama.cpp's --pure)
+//   F16, BF16                      every matrix rounded to binary16 / bfloat16 (not quantized: the same weights as
+//                                  a GGUF that llama.cpp's converter writes with --outtype f16 / bf16, so one set of
+//                                  bytes can be compared across formats and programs)
 //   Q4_K_M, Q5_K_M                 llama.cpp's mixes (llama_tensor_get_type in llama-quant.cpp):
 //       output (or tok_embeddings when the output is tied to it)   Q6_K
 //       attention.wv of layer i     Q6_K when use_more_bits(i, n_layers), else the base type
@@ -37,7 +40,7 @@ struct QuantScheme {
     uint32_t file_type = 7;   // general.file_type (llama_ftype)
 };
 
-// "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "Q5_K_M" (case-insensitive). InputError for anything else,
+// "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M", "Q5_K_M", "F16", "BF16" (case-insensitive). InputError for anything else,
 // listing the valid names.
 QuantScheme quant_scheme(std::string_view name);
 std::vector<std::string> quant_scheme_names();

@@ -42,9 +42,18 @@ bool ranks_before(float a, int32_t ia, float b, int32_t ib) {
     return ia < ib;
 }
 
+CpuIsa chosen_isa(const std::string& name) {
+    if (name.empty()) return best_cpu_isa();
+    const CpuIsa isa = cpu_isa_from_name(name);
+    if (!cpu_isa_supported(isa))
+        throw UnsupportedError("this CPU cannot run the " + std::string(cpu_isa_name(isa)) + " kernels");
+    return isa;
+}
+
 }  // namespace
 
-CpuBackend::CpuBackend(const BackendOptions& options) : pool_(options.threads) {}
+CpuBackend::CpuBackend(const BackendOptions& options)
+    : pool_(options.threads), isa_(chosen_isa(options.cpu_isa)), exact_(options.exact) {}
 
 BackendInfo CpuBackend::info() const {
     BackendInfo i;
@@ -52,6 +61,7 @@ BackendInfo CpuBackend::info() const {
     i.device = cpu_model_name() + " (" + std::to_string(pool_.size()) + " threads)";
     i.device_type = "cpu";
     i.driver = "strata cpu reference";
+    i.kernels = std::string(cpu_isa_name(isa_)) + (exact_ ? ", exact float32" : ", integer-dot for block types");
     return i;
 }
 
@@ -155,7 +165,7 @@ void CpuBackend::embed(Buf out, std::span<const int32_t> tokens) {
         if (id < 0 || id >= tok_embeddings.rows())
             throw InputError("token id " + std::to_string(id) + " at position " + std::to_string(t) +
                              " is outside the vocabulary (0.." + std::to_string(tok_embeddings.rows() - 1) + ")");
-        widen_row(tok_embeddings, id, o + t * c.dim);
+        widen_row(tok_embeddings, id, o + t * c.dim, isa_);
     }
 }
 
@@ -164,7 +174,7 @@ void CpuBackend::rmsnorm(Buf out, Buf x, const TensorView& weight, int64_t T, fl
     float* o = span_of(out, T * n, "rmsnorm");        // [T, n]
     const float* xs = span_of(x, T * n, "rmsnorm");   // [T, n]
     std::vector<float> g(static_cast<size_t>(n));     // [n] the gain, widened once
-    widen_row(weight, 0, g.data());
+    widen_row(weight, 0, g.data(), isa_);
     pool_.parallel_for(T, 1, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
             const float* row = xs + t * n;
@@ -182,16 +192,22 @@ void CpuBackend::matmul(Buf out, Buf x, const TensorView& w, int64_t T) {
     float* o = span_of(out, T * rows, "matmul");       // [T, rows]
     const float* xs = span_of(x, T * cols, "matmul");  // [T, cols]
     if (out.id == x.id) throw Error("cpu backend: matmul output aliases its input (" + w.name + ")");
+    if (!exact_ && quant::has_integer_dot(w.dtype)) {
+        // The integer-dot path: x quantized once (all T rows), then every weight row against every token row.
+        quant::quantize_activations(xs, T * cols, act_);
+        pool_.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) { matmul_q8_rows(w, act_, T, o, r0, r1, isa_); });
+        return;
+    }
     if (T == 1) {
         // Decode: one pass over the weights, split by output rows.
-        pool_.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) { matvec(w, xs, o, r0, r1); });
+        pool_.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) { matvec(w, xs, o, r0, r1, isa_); });
         return;
     }
     // Prefill: each block of rows is widened once and used for every token.
     pool_.parallel_for(rows, kRowBlock, [&](int64_t r0, int64_t r1) {
         thread_local std::vector<float> scratch;  // [kRowBlock, cols]
         scratch.resize(static_cast<size_t>(kRowBlock * cols));
-        matmul_rows(w, xs, T, o, r0, r1, scratch.data());
+        matmul_rows(w, xs, T, o, r0, r1, scratch.data(), isa_);
     });
 }
 

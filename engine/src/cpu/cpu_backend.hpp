@@ -2,11 +2,15 @@
 // The CPU reference backend: float32 activations in std::vector<float> buffers, weights read in place from the
 // memory-mapped checkpoint and widened row by row, work split over a persistent thread pool (output rows for
 // matmul, (head, query) pairs for attention). Ops run as they are called; begin()/submit() only mark a step.
+// With BackendOptions::exact false, block-type weights take the integer-dot path (activations quantized to 8 bits
+// once per matmul, quant::dot_q8_tokens); kernels for the instruction set chosen at construction (CpuIsa).
 #include <memory>
 #include <vector>
 
 #include "cpu/thread_pool.hpp"
 #include "strata/backend.hpp"
+#include "strata/cpu_isa.hpp"
+#include "strata/quant.hpp"
 
 namespace strata::cpu {
 
@@ -43,6 +47,9 @@ private:
     const ModelConfig& config(const char* op) const;
 
     ThreadPool pool_;
+    CpuIsa isa_;
+    bool exact_;
+    quant::Q8Activations act_;  // the quantized activations of the current matmul (integer-dot path)
     const Model* model_ = nullptr;
     std::vector<double> freqs_;  // [head_dim / 2] RoPE angle per position for each pair
     std::vector<std::vector<float>> buffers_;

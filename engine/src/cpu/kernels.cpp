@@ -16,6 +16,9 @@
 #define STRATA_SIMD_CLONES
 #endif
 #define STRATA_INLINE static inline __attribute__((always_inline))
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define STRATA_HAVE_F16C 1  // kernels_f16c.cpp and kernels_avx512.cpp are compiled
+#endif
 
 namespace strata::cpu {
 
@@ -204,6 +207,9 @@ STRATA_INLINE void tile_2x4(const float* w0, const float* w1, const float* x0, c
     }
 }
 
+// How far ahead of the row it computes the integer-dot path prefetches weights.
+constexpr int64_t kPrefetchRows = 1;
+
 [[noreturn]] void unsupported(const TensorView& w) {
     throw UnsupportedError("not supported yet: " + std::string(dtype_name(w.dtype)) + " in " +
                            (w.source_name.empty() ? w.name : w.source_name) + " (CPU backend)");
@@ -268,13 +274,17 @@ bool supported(DType t) {
     return false;
 }
 
-void widen_row(const TensorView& w, int64_t r, float* out) {
+void widen_row(const TensorView& w, int64_t r, float* out, CpuIsa isa) {
     if (!supported(w.dtype)) unsupported(w);
     const std::byte* p = w.shape.size() < 2 ? w.data : w.row_ptr(r);
     if (dtype_is_block(w.dtype)) {
         quant::dequantize(w.dtype, p, out, w.cols());  // one row: prefill scratch, embedding lookup
         return;
     }
+#ifdef STRATA_HAVE_F16C
+    if (w.dtype == DType::F16 && isa != CpuIsa::Generic) return f16c::widen(p, out, w.cols());
+#endif
+    (void)isa;
     widen_dispatch(w.dtype, p, out, w.cols());
 }
 
@@ -284,7 +294,7 @@ void axpy(float a, const float* x, float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1) {
+void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1, CpuIsa isa) {
     if (!supported(w.dtype)) unsupported(w);
     if (dtype_is_block(w.dtype)) {
         // Blocks are decoded inside the dot product, a super-block at a time; activations stay float32.
@@ -292,17 +302,42 @@ void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t
         for (int64_t r = r0; r < r1; ++r) out[r] = quant::dot(w.dtype, w.row_ptr(r), x, n);
         return;
     }
+#ifdef STRATA_HAVE_F16C
+    if (w.dtype == DType::F16 && isa != CpuIsa::Generic) return f16c::matvec(w, x, out, r0, r1);
+#endif
+    (void)isa;
     matvec_dispatch(w, x, out, r0, r1);
 }
 
 void matmul_rows(const TensorView& w, const float* x, int64_t T, float* out, int64_t r0, int64_t r1,
-                 float* scratch) {
+                 float* scratch, CpuIsa isa) {
     const int64_t n = w.cols();
     const int64_t rows = w.rows();
     for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
         const int64_t nrows = std::min<int64_t>(kRowBlock, r1 - rb);
-        for (int64_t j = 0; j < nrows; ++j) widen_row(w, rb + j, scratch + j * n);  // [nrows, n]
+        for (int64_t j = 0; j < nrows; ++j) widen_row(w, rb + j, scratch + j * n, isa);  // [nrows, n]
+#ifdef STRATA_HAVE_F16C
+        if (isa == CpuIsa::Avx512Vnni) {
+            avx512::tiles(scratch, nrows, x, T, n, out, rows, rb);
+            continue;
+        }
+#endif
         tiles_dispatch(scratch, nrows, x, T, n, out, rows, rb);
+    }
+}
+
+void matmul_q8_rows(const TensorView& w, const quant::Q8Activations& x, int64_t T, float* out, int64_t r0,
+                    int64_t r1, CpuIsa isa) {
+    const int64_t n = w.cols(), rows = w.rows();
+    const uint64_t row_bytes = w.row_bytes();
+    for (int64_t r = r0; r < r1; ++r) {
+        // Rows further on are fetched now: one row streams too briefly for the hardware prefetcher, which stops
+        // at every 4 KiB page, to keep the loads ahead of the integer kernels (measured in docs/performance.md).
+        if (r + kPrefetchRows < r1) {
+            const std::byte* ahead = w.row_ptr(r + kPrefetchRows);
+            for (uint64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(ahead + off);
+        }
+        quant::dot_q8_tokens(w.dtype, w.row_ptr(r), x, T, n, isa, out + r, rows);
     }
 }
 

@@ -2,9 +2,13 @@
 // The inner loops of the CPU backend: widening stored weights (F32, F16, BF16, ggml blocks) to float32 and the
 // dot products of matmul and attention. Block types are decoded a block at a time inside the dot products
 // (strata/quant.hpp), never as a dequantized copy of a whole weight. Written with GCC vector extensions so that -O3 emits SIMD code on any target; on
-// x86-64 each kernel is also cloned for x86-64-v3 (AVX2 + FMA) and picked at load time.
+// x86-64 each kernel is also cloned for x86-64-v3 (AVX2 + FMA) and picked at load time. Where an instruction set
+// changes the kernel itself (F16 by F16C, kernels_f16c.cpp; the integer dot products, quant/dot_q8.cpp) the
+// caller's CpuIsa picks it.
 #include <cstdint>
 
+#include "strata/cpu_isa.hpp"
+#include "strata/quant.hpp"
 #include "strata/tensor.hpp"
 
 namespace strata::cpu {
@@ -16,7 +20,7 @@ inline constexpr int64_t kRowBlock = 8;
 bool supported(DType t);
 
 // out[0..cols) = canonical row r of w as float32 (the HF rope permutation resolved by row_ptr).
-void widen_row(const TensorView& w, int64_t r, float* out);
+void widen_row(const TensorView& w, int64_t r, float* out, CpuIsa isa);
 
 // sum_i a[i] * b[i] in float32 with several partial sums.
 float dot(const float* a, const float* b, int64_t n);
@@ -25,11 +29,29 @@ float dot(const float* a, const float* b, int64_t n);
 void axpy(float a, const float* x, float* y, int64_t n);
 
 // Decode (matrix-vector): out[r] = w[r, :] . x for r in [r0, r1).                x: [cols]; out: [rows]
-void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1);
+void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1, CpuIsa isa);
 
 // Prefill (matrix-matrix): out[t, r] = w[r, :] . x[t, :] for r in [r0, r1), t in [0, T).
 // x: [T, cols]; out: [T, rows]; scratch: kRowBlock * cols floats owned by the calling thread.
 void matmul_rows(const TensorView& w, const float* x, int64_t T, float* out, int64_t r0, int64_t r1,
-                 float* scratch);
+                 float* scratch, CpuIsa isa);
+
+// The integer-dot path (block types only): out[t, r] = w[r, :] . x'[t, :] for r in [r0, r1), t in [0, T), x' the
+// T token rows quantized together into x (quant::quantize_activations over T * cols). Each weight row is read
+// once and used for every token while it is in L1.                                      out: [T, rows]
+void matmul_q8_rows(const TensorView& w, const quant::Q8Activations& x, int64_t T, float* out, int64_t r0,
+                    int64_t r1, CpuIsa isa);
+
+// The prefill tile for CPUs with AVX-512 (kernels_avx512.cpp): out[t, r_base + j] = wblock[j, :] . x[t, :].
+namespace avx512 {
+void tiles(const float* wblock, int64_t nrows, const float* x, int64_t T, int64_t n, float* out, int64_t out_stride,
+           int64_t r_base);
+}  // namespace avx512
+
+// The F16C kernels (kernels_f16c.cpp), for CPUs with AVX2 + FMA + F16C.
+namespace f16c {
+void widen(const std::byte* p, float* out, int64_t n);
+void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1);
+}  // namespace f16c
 
 }  // namespace strata::cpu

@@ -19,7 +19,7 @@ struct SchemeRow {
 constexpr SchemeRow kSchemes[] = {
     {"Q8_0", DType::Q8_0, false, 7},     {"Q4_0", DType::Q4_0, false, 2},   {"Q4_K", DType::Q4_K, false, 14},
     {"Q5_K", DType::Q5_K, false, 16},    {"Q6_K", DType::Q6_K, false, 18},  {"Q4_K_M", DType::Q4_K, true, 15},
-    {"Q5_K_M", DType::Q5_K, true, 17},
+    {"Q5_K_M", DType::Q5_K, true, 17},   {"F16", DType::F16, false, 1},     {"BF16", DType::BF16, false, 32},
 };
 
 bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
@@ -83,7 +83,7 @@ std::vector<TensorPlan> quant_plan(const Model& model, const QuantScheme& scheme
             }
         }
         const int64_t cols = t.cols();
-        if (cols % dtype_block_size(p.to) != 0) {
+        if (dtype_is_block(p.to) && cols % dtype_block_size(p.to) != 0) {
             const std::string why = "fallback: row " + std::to_string(cols) + " % " +
                                     std::to_string(dtype_block_size(p.to)) + " != 0";
             p.to = (dtype_block_size(p.to) == 256 && cols % 32 == 0) ? DType::Q8_0 : DType::F16;

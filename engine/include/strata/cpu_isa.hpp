@@ -1,0 +1,32 @@
+#pragma once
+// The instruction sets the CPU backend's kernels are written for, chosen at run time from what the CPU reports
+// (machines differ: one build runs on all of them). Generic code uses GCC vector extensions (cloned for
+// x86-64-v3 where the toolchain allows); the others are x86 intrinsics in functions compiled for that target
+// and only ever called after the check.
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace strata {
+
+enum class CpuIsa : uint8_t {
+    Generic,     // any CPU
+    Avx2,        // AVX2 + FMA + F16C: F16 weights by vcvtph2ps, 8-bit dot products by vpmaddubsw + vpmaddwd
+    Avx512Vnni,  // as Avx2, 8-bit dot products by vpdpbusd on 256-bit vectors (AVX512-VNNI + AVX512-VL), and the
+                 // float prefill tile on 512-bit vectors
+    AvxVnni,     // as Avx2, 8-bit dot products by the VEX form of vpdpbusd (AVX-VNNI)
+};
+
+// "generic", "avx2", "avx512-vnni", "avx-vnni".
+std::string_view cpu_isa_name(CpuIsa isa);
+// The instruction set named `name` (as cpu_isa_name writes it); InputError for an unknown name.
+CpuIsa cpu_isa_from_name(std::string_view name);
+// Whether this CPU (and the operating system, for the vector state) can run kernels written for `isa`.
+bool cpu_isa_supported(CpuIsa isa);
+// Every instruction set this CPU can run, Generic first.
+std::vector<CpuIsa> supported_cpu_isas();
+// The fastest: AVX512-VNNI (it also has the 512-bit prefill tile), then AVX-VNNI (the same 8-bit dot products
+// on CPUs without AVX-512), then AVX2, then generic.
+CpuIsa best_cpu_isa();
+
+}  // namespace strata

@@ -1,0 +1,86 @@
+// F16 weights widened by F16C's vcvtph2ps (8 halves to 8 floats in one instruction, exact like the integer bit
+// trick of kernels.cpp, which takes ~10 vector operations per 8 weights). The loops mirror kernels.cpp's
+// matvec_impl and widen_impl; they are compiled for AVX2 + FMA + F16C in a `#pragma GCC target` region below the
+// includes (so nothing from the headers is compiled for that target) and called only when the CPU has them.
+#include "cpu/kernels.hpp"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#include <immintrin.h>
+
+#include "strata/dtype.hpp"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+namespace strata::cpu::f16c {
+
+namespace {
+
+inline __attribute__((always_inline)) __m256 load8(const std::byte* p, int64_t i) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i)));
+}
+inline __attribute__((always_inline)) float load1(const std::byte* p, int64_t i) {
+    uint16_t h;
+    __builtin_memcpy(&h, p + 2 * i, 2);
+    return _cvtsh_ss(h);
+}
+inline __attribute__((always_inline)) float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+}  // namespace
+
+void widen(const std::byte* p, float* out, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, load8(p, i));
+    for (; i < n; ++i) out[i] = load1(p, i);
+}
+
+// Four rows at once against one x, two partial sums per row (as kernels.cpp's matvec_impl).
+void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1) {
+    const int64_t n = w.cols();
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) {
+        const std::byte* p[4] = {w.row_ptr(r), w.row_ptr(r + 1), w.row_ptr(r + 2), w.row_ptr(r + 3)};
+        if (r + 8 <= r1)  // the next four rows, ahead of the hardware prefetcher (kernels.cpp, matmul_q8_rows)
+            for (int j = 4; j < 8; ++j) {
+                const std::byte* ahead = w.row_ptr(r + j);
+                for (int64_t off = 0; off < 2 * n; off += 64) __builtin_prefetch(ahead + off);
+            }
+        __m256 a[4], b[4];
+        for (int j = 0; j < 4; ++j) a[j] = b[j] = _mm256_setzero_ps();
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16) {
+            const __m256 xa = _mm256_loadu_ps(x + i), xb = _mm256_loadu_ps(x + i + 8);
+            for (int j = 0; j < 4; ++j) {
+                a[j] = _mm256_fmadd_ps(load8(p[j], i), xa, a[j]);
+                b[j] = _mm256_fmadd_ps(load8(p[j], i + 8), xb, b[j]);
+            }
+        }
+        for (int j = 0; j < 4; ++j) {
+            float s = hsum(_mm256_add_ps(a[j], b[j]));
+            for (int64_t t = i; t < n; ++t) s += load1(p[j], t) * x[t];
+            out[r + j] = s;
+        }
+    }
+    for (; r < r1; ++r) {
+        const std::byte* p = w.row_ptr(r);
+        __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16) {
+            a = _mm256_fmadd_ps(load8(p, i), _mm256_loadu_ps(x + i), a);
+            b = _mm256_fmadd_ps(load8(p, i + 8), _mm256_loadu_ps(x + i + 8), b);
+        }
+        float s = hsum(_mm256_add_ps(a, b));
+        for (; i < n; ++i) s += load1(p, i) * x[i];
+        out[r] = s;
+    }
+}
+
+}  // namespace strata::cpu::f16c
+
+#pragma GCC pop_options
+#endif

@@ -1,0 +1,226 @@
+// The integer-dot path (strata/quant.hpp): activations quantized to 8-bit blocks of 32, and each block-type row's
+// dot product as exact integer sums scaled once per unit of 32 weights. The generic kernels below are plain
+// scalar C++ (any CPU, and the easiest statement of the arithmetic); the x86 ones (dot_q8_x86.inc) are compiled
+// once per instruction set and chosen by the caller's CpuIsa, which the CPU must support.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "quant/blocks.hpp"
+#include "strata/error.hpp"
+#include "strata/quant.hpp"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define STRATA_X86_KERNELS 1
+#include <immintrin.h>
+#define STRATA_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define STRATA_SIMD_CLONES
+#endif
+
+namespace strata::quant {
+
+namespace {
+
+// ---------- generic kernels ----------
+
+int dot_levels(const uint8_t* u, const int8_t* s, int n) {  // n unsigned levels times n signed activations
+    int sum = 0;
+    for (int i = 0; i < n; ++i) sum += int(u[i]) * int(s[i]);
+    return sum;
+}
+int dot_signed(const int8_t* w, const int8_t* s, int n) {
+    int sum = 0;
+    for (int i = 0; i < n; ++i) sum += int(w[i]) * int(s[i]);
+    return sum;
+}
+
+float q8_0(const uint8_t* b, const int8_t* a, const float* ad, int64_t nb) {
+    float acc = 0;
+    for (int64_t k = 0; k < nb; ++k, b += 34, a += 32)
+        acc += blocks::half(b) * ad[k] * static_cast<float>(dot_signed(reinterpret_cast<const int8_t*>(b + 2), a, 32));
+    return acc;
+}
+
+float q4_0(const uint8_t* b, const int8_t* a, const float* ad, int64_t nb) {
+    float acc = 0;
+    int8_t w[32];
+    for (int64_t k = 0; k < nb; ++k, b += 18, a += 32) {
+        for (int j = 0; j < 16; ++j) w[j] = int8_t((b[2 + j] & 15) - 8), w[j + 16] = int8_t((b[2 + j] >> 4) - 8);
+        acc += blocks::half(b) * ad[k] * static_cast<float>(dot_signed(w, a, 32));
+    }
+    return acc;
+}
+
+template <bool kFive>
+float qk_affine(const uint8_t* b, const int8_t* a, const float* ad, const float* as32, int64_t nb) {
+    constexpr int64_t kBytes = kFive ? 176 : 144;
+    float acc = 0, mins = 0;
+    uint8_t q[32];
+    for (int64_t k = 0; k < nb; ++k, b += kBytes, a += 256, ad += 8, as32 += 8) {
+        const float d = blocks::half(b), dmin = blocks::half(b + 2);
+        const uint8_t* qh = b + 16;
+        const uint8_t* qs = b + (kFive ? 48 : 16);
+        for (int j = 0; j < 8; ++j) {  // sub-block j: chunk j / 2, low nibbles for even j
+            int sc, m;
+            blocks::scale_min(b + 4, j, sc, m);
+            for (int l = 0; l < 32; ++l) {
+                const uint8_t byte = qs[32 * (j / 2) + l];
+                q[l] = j % 2 ? byte >> 4 : byte & 15;
+                if constexpr (kFive) q[l] |= ((qh[l] >> j) & 1) << 4;
+            }
+            acc += d * static_cast<float>(sc) * ad[j] * static_cast<float>(dot_levels(q, a + 32 * j, 32));
+            mins += dmin * static_cast<float>(m) * as32[j];
+        }
+    }
+    return acc - mins;
+}
+
+float q6_k(const uint8_t* b, const int8_t* a, const float* ad, int64_t nb) {
+    float acc = 0;
+    int8_t w[256];
+    for (int64_t k = 0; k < nb; ++k, b += 210, a += 256, ad += 8) {
+        const float d = blocks::half(b + 208);
+        const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
+        for (int h = 0; h < 2; ++h)
+            for (int l = 0; l < 32; ++l) {
+                const uint8_t l0 = b[64 * h + l], l1 = b[64 * h + l + 32], hb = b[128 + 32 * h + l];
+                w[128 * h + l] = int8_t(((l0 & 15) | ((hb & 3) << 4)) - 32);
+                w[128 * h + l + 32] = int8_t(((l1 & 15) | (((hb >> 2) & 3) << 4)) - 32);
+                w[128 * h + l + 64] = int8_t(((l0 >> 4) | (((hb >> 4) & 3) << 4)) - 32);
+                w[128 * h + l + 96] = int8_t(((l1 >> 4) | (((hb >> 6) & 3) << 4)) - 32);
+            }
+        for (int j = 0; j < 16; ++j)  // scale j: weights 16j .. 16j + 15
+            acc += d * ad[j / 2] * static_cast<float>(sc[j]) * static_cast<float>(dot_signed(w + 16 * j, a + 16 * j, 16));
+    }
+    return acc;
+}
+
+float dot_generic(DType t, const uint8_t* row, const Q8Activations& x, int64_t first, int64_t n) {
+    const int8_t* a = x.q.data() + first;
+    const float* ad = x.d.data() + first / 32;
+    switch (t) {
+        case DType::Q8_0: return q8_0(row, a, ad, n / 32);
+        case DType::Q4_0: return q4_0(row, a, ad, n / 32);
+        case DType::Q4_K: return qk_affine<false>(row, a, ad, x.sum32.data() + first / 32, n / 256);
+        case DType::Q5_K: return qk_affine<true>(row, a, ad, x.sum32.data() + first / 32, n / 256);
+        case DType::Q6_K: return q6_k(row, a, ad, n / 256);
+        default: return 0.0f;
+    }
+}
+
+// Blocks of 32: d = max|x| / 127, q = round-to-even(x / d). Cloned so the loops vectorise.
+STRATA_SIMD_CLONES void quantize_blocks(const float* x, int64_t nb, int8_t* q, float* d, float* sum32) {
+    for (int64_t k = 0; k < nb; ++k, x += 32, q += 32) {
+        float amax = 0;
+        for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+        if (!std::isfinite(amax)) {  // NaN / Inf in x: every dot with this block becomes NaN, as the exact path's
+            std::memset(q, 0, 32);
+            d[k] = sum32[k] = std::numeric_limits<float>::quiet_NaN();
+            continue;
+        }
+        const float dk = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+        int sum = 0;
+        for (int i = 0; i < 32; ++i) {
+            const int v = static_cast<int>(__builtin_roundevenf(x[i] * inv));
+            q[i] = static_cast<int8_t>(v);
+            sum += v;
+        }
+        d[k] = dk;
+        sum32[k] = dk * static_cast<float>(sum);
+    }
+}
+
+}  // namespace
+
+#ifdef STRATA_X86_KERNELS
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+namespace avx2 {
+#define STRATA_DOT4(u, s) _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))
+#include "quant/dot_q8_x86.inc"
+#undef STRATA_DOT4
+}  // namespace avx2
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni")
+namespace avx512_vnni {
+#define STRATA_DOT4(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s)
+#include "quant/dot_q8_x86.inc"
+#undef STRATA_DOT4
+}  // namespace avx512_vnni
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avxvnni")
+namespace avx_vnni {
+#define STRATA_DOT4(u, s) _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s)
+#include "quant/dot_q8_x86.inc"
+#undef STRATA_DOT4
+}  // namespace avx_vnni
+#pragma GCC pop_options
+#endif
+
+bool has_integer_dot(DType t) {
+    return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+}
+
+void quantize_activations(const float* x, int64_t n, Q8Activations& out) {
+    if (n < 0 || n % 32 != 0)
+        throw Error("quant::quantize_activations: " + std::to_string(n) + " is not a multiple of 32");
+    out.n = n;
+    out.q.resize(static_cast<size_t>(n));
+    out.d.resize(static_cast<size_t>(n / 32));
+    out.sum32.resize(static_cast<size_t>(n / 32));
+    quantize_blocks(x, n / 32, out.q.data(), out.d.data(), out.sum32.data());
+}
+
+namespace {
+
+void check_dot(DType t, const Q8Activations& x, int64_t first, int64_t n, int64_t end) {
+    const int64_t bs = has_integer_dot(t) ? dtype_block_size(t) : 0;
+    if (bs == 0 || n % bs != 0 || first % 32 != 0 || first < 0 || end > x.n)
+        throw Error("quant::dot_q8: " + std::to_string(n) + " weights of " + std::string(dtype_name(t)) +
+                    " against activations [" + std::to_string(first) + ", " + std::to_string(end) + ") of " +
+                    std::to_string(x.n));
+}
+
+// nt (1..4) token rows at first + i * stride with the kernels of isa.
+void dot_rows(DType t, const uint8_t* b, const Q8Activations& x, int64_t first, int64_t stride, int nt, int64_t n,
+              CpuIsa isa, float* out) {
+    switch (isa) {
+#ifdef STRATA_X86_KERNELS
+        case CpuIsa::Avx2: return avx2::dot_rows(t, b, x, first, stride, nt, n, out);
+        case CpuIsa::Avx512Vnni: return avx512_vnni::dot_rows(t, b, x, first, stride, nt, n, out);
+        case CpuIsa::AvxVnni: return avx_vnni::dot_rows(t, b, x, first, stride, nt, n, out);
+#endif
+        default:
+            for (int i = 0; i < nt; ++i) out[i] = dot_generic(t, b, x, first + i * stride, n);
+    }
+}
+
+}  // namespace
+
+float dot_q8(DType t, const void* row, const Q8Activations& x, int64_t first, int64_t n, CpuIsa isa) {
+    check_dot(t, x, first, n, first + n);
+    float out;
+    dot_rows(t, static_cast<const uint8_t*>(row), x, first, 0, 1, n, isa, &out);
+    return out;
+}
+
+void dot_q8_tokens(DType t, const void* row, const Q8Activations& x, int64_t T, int64_t n, CpuIsa isa, float* out,
+                   int64_t out_stride) {
+    check_dot(t, x, 0, n, T * n);
+    const auto* b = static_cast<const uint8_t*>(row);
+    float r[4];
+    for (int64_t t0 = 0; t0 < T; t0 += 4) {
+        const int nt = static_cast<int>(std::min<int64_t>(4, T - t0));
+        dot_rows(t, b, x, t0 * n, n, nt, n, isa, r);
+        for (int i = 0; i < nt; ++i) out[(t0 + i) * out_stride] = r[i];
+    }
+}
+
+}  // namespace strata::quant
