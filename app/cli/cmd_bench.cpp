@@ -111,7 +111,7 @@ int run_bench(const Args& args) {
     if (repeats < 1) throw UsageError("--repeats must be at least 1");
 
     auto t_load = Clock::now();
-    LoadedModel m = load_model_and_backend(args);
+    LoadedModel m = load_model_and_backend(args, /*integer_dot=*/true);
     const double load_s = seconds_since(t_load);
     const Model& model = *m.model;
     const ModelConfig& c = model.config;

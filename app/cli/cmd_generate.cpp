@@ -41,7 +41,7 @@ int run_generate(const Args& args) {
     options.trace.top_k = 0;
     const bool json = args.has("json");
 
-    LoadedModel m = load_model_and_backend(args);
+    LoadedModel m = load_model_and_backend(args, /*integer_dot=*/true);
     const Model& model = *m.model;
     std::vector<int32_t> prompt;
     if (args.has("chat")) {

@@ -25,9 +25,10 @@ struct LoadedModel {
 };
 
 // Loads --model, checks its weights are finite, and binds it to --backend (cpu | vulkan, default cpu) on
-// --device N (Vulkan) with --threads N (CPU, 0 = all). strata-cli runs block-type weights on the CPU's integer-dot
-// path unless --exact is given (the library's default, which the explorer and the tests use, is exact).
-inline LoadedModel load_model_and_backend(const Args& args) {
+// --device N (Vulkan) with --threads N (CPU, 0 = all). With integer_dot (generate, bench: the commands people time
+// against llama.cpp) block-type weights run on the CPU's integer-dot path unless --exact is given; the analysis
+// commands (forward, patch, attribute) stay exact, the library's default, as the explorer and the tests do.
+inline LoadedModel load_model_and_backend(const Args& args, bool integer_dot = false) {
     LoadedModel m;
     m.model = load_model(args.require("model"));
     check_weights_finite(*m.model);
@@ -36,7 +37,7 @@ inline LoadedModel load_model_and_backend(const Args& args) {
     if (o.name != "cpu" && o.name != "vulkan") throw UsageError("--backend expects cpu or vulkan, got '" + o.name + "'");
     o.device_index = static_cast<int>(args.get_int("device", -1));
     o.threads = static_cast<int>(args.get_int("threads", 0));
-    o.exact = args.has("exact");
+    o.exact = !integer_dot || args.has("exact");
     o.cpu_isa = args.get_or("cpu-isa", "");
     m.backend = make_backend(o);
     m.backend->load(*m.model);
