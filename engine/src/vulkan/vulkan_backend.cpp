@@ -394,13 +394,7 @@ void VulkanBackend::begin() {
     // copies an earlier step (or piece of a step) wrote are read or overwritten here. The fence the host waited
     // on orders them in time but makes their writes visible only to the host, so this barrier makes them
     // available and visible to this step's shaders and copies.
-    auto mb = make<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
-    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
-                       VK_ACCESS_TRANSFER_WRITE_BIT;
-    const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-    vkCmdPipelineBarrier(step_.cmd(), stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
-    stats_.barriers += 1;
+    barrier();  // the same full compute/transfer barrier the step uses between its own commands
 }
 
 void VulkanBackend::submit(const std::atomic<bool>* cancel) {
