@@ -360,10 +360,15 @@ std::optional<uint32_t> Context::find_memory_type(uint32_t type_bits, VkMemoryPr
 }
 
 uint64_t Context::host_visible_heap() const {
+    // Only a heap apart from device memory adds room: on a UMA device the host-visible types live in the
+    // device-local heap itself, and counting it twice would let a model twice its size start loading.
     uint64_t best = 0;
-    for (uint32_t i = 0; i < memory_.memoryTypeCount; ++i)
-        if (memory_.memoryTypes[i].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT)
-            best = std::max(best, heap_size_of_type(i));
+    for (uint32_t i = 0; i < memory_.memoryTypeCount; ++i) {
+        const VkMemoryHeap& heap = memory_.memoryHeaps[memory_.memoryTypes[i].heapIndex];
+        if ((memory_.memoryTypes[i].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) &&
+            !(heap.flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT))
+            best = std::max(best, heap.size);
+    }
     return best;
 }
 

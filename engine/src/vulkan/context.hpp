@@ -95,7 +95,7 @@ public:
     // (an integrated GPU's small carve-out, a discrete GPU's full VRAM): read over the bus, but there.
     uint64_t spilled_bytes() const { return spilled_; }
     void note_spilled(int64_t bytes) { spilled_ = uint64_t(int64_t(spilled_) + bytes); }
-    // The largest host-visible heap (where spilled buffers go).
+    // The largest host-visible heap that is not device-local (where spilled buffers go on a discrete GPU).
     uint64_t host_visible_heap() const;
 
 private:
