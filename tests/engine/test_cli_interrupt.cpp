@@ -62,6 +62,20 @@ const fs::path& demo() {
     return d;
 }
 
+// The random-weights demo: greedy decoding from it never reaches an end token (checked below), so a generate run
+// is still going when the signal comes, however fast the machine. The trained demo ends its story with
+// <|eot_id|> within a second on a fast machine, and then the run had finished before Ctrl-C.
+const fs::path& random_demo() {
+    static const fs::path d = [] {
+        const fs::path dir = test::temp_dir("interrupt-random-demo");
+        DemoOptions o;
+        o.random = true;
+        make_demo_model(dir, test::tokenizer_json(), o);
+        return dir;
+    }();
+    return d;
+}
+
 }  // namespace
 
 TEST_CASE("Ctrl-C during quantize removes the temporary file and exits 130", "[cli][interrupt]") {
@@ -87,12 +101,24 @@ TEST_CASE("Ctrl-C during quantize removes the temporary file and exits 130", "[c
 TEST_CASE("Ctrl-C during generate stops between tokens and exits 130", "[cli][interrupt]") {
     const fs::path dir = test::temp_dir("interrupt-generate");
     const fs::path log = dir / "stderr.txt";
-    Child c({"generate", "--model", demo().string(), "--text", "Once upon a time", "--max-tokens", "100000",
-             "--temperature", "0.8", "--threads", "1"},
+    {
+        // Without the signal, 1000 greedy tokens from this model run to the limit: no end token stops them early.
+        Child whole({"generate", "--model", random_demo().string(), "--text", "Once upon a time", "--max-tokens",
+                     "1000", "--temperature", "0", "--threads", "2"},
+                    log);
+        REQUIRE(whole.wait_status() == 0);
+        INFO(test::read_file(log));
+        REQUIRE(test::read_file(log).find("1000 generated") != std::string::npos);
+        REQUIRE(test::read_file(log).find("stop: max_tokens") != std::string::npos);
+    }
+    Child c({"generate", "--model", random_demo().string(), "--text", "Once upon a time", "--max-tokens", "100000",
+             "--temperature", "0", "--threads", "1"},
             log);
     // The prompt has run once the first token is out; stdout is /dev/null, so give it a moment instead.
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     kill(c.pid, SIGINT);
-    CHECK(c.wait_status() == 130);
+    const int status = c.wait_status();
+    INFO(test::read_file(log));
+    CHECK(status == 130);
     CHECK(test::read_file(log).find("stop: cancelled") != std::string::npos);
 }
