@@ -54,6 +54,38 @@ TEST_CASE("abs_quantile is robust to a few outliers", "[ui][analysis]") {
     CHECK(analysis::abs_quantile(x, 1.0) == 1000.0f);
 }
 
+TEST_CASE("prefix matching scores an induction head near 1 and other heads by where they look", "[ui][analysis]") {
+    // tokens: a b c d a b c d; head 0 attends from each token of the second copy to the token after its earlier
+    // copy (an induction head), head 1 to itself, head 2 uniformly over its causal row.
+    const std::vector<int32_t> tok = {5, 6, 7, 8, 5, 6, 7, 8};
+    const int64_t H = 3, T = 8, S = 8;
+    std::vector<float> p(size_t(H * T * S), 0.0f);
+    auto at = [&](int64_t h, int64_t t, int64_t k) -> float& { return p[size_t((h * T + t) * S + k)]; };
+    for (int64_t t = 0; t < T; ++t) {
+        at(0, t, t >= 4 ? t - 3 : 0) = 1.0f;
+        at(1, t, t) = 1.0f;
+        for (int64_t k = 0; k <= t; ++k) at(2, t, k) = 1.0f / float(t + 1);
+    }
+    const auto pm = analysis::prefix_matching(p, H, T, S, tok);
+    CHECK(pm.queries == 4);  // the second copy's four tokens
+    CHECK(pm.score[0] == Approx(1.0f));
+    CHECK(pm.score[1] == 0.0f);
+    CHECK(pm.score[2] == Approx((1.0 / 5 + 1.0 / 6 + 1.0 / 7 + 1.0 / 8) / 4));
+    // Keys for earlier positions first (S > T: a run continued from a cache) shift the columns, not the answer.
+    std::vector<float> q(size_t(H * T * (S + 2)), 0.0f);
+    for (int64_t h = 0; h < H; ++h)
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t k = 0; k < S; ++k) q[size_t((h * T + t) * (S + 2) + k + 2)] = at(h, t, k);
+    CHECK(analysis::prefix_matching(q, H, T, S + 2, tok).score[0] == Approx(1.0f));
+    // No repeat, or only a token repeated right after itself (its "next token" is the query itself): no queries.
+    CHECK(analysis::prefix_matching(p, H, T, S, std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8}).queries == 0);
+    const std::vector<float> p3(size_t(1 * 3 * 3), 1.0f / 3);
+    CHECK(analysis::prefix_matching(p3, 1, 3, 3, std::vector<int32_t>{3, 1, 1}).queries == 0);
+    // Shapes that do not fit give no scores rather than reading out of bounds.
+    CHECK(analysis::prefix_matching(p, H, T, S, std::vector<int32_t>{1, 2}).queries == 0);
+    CHECK(analysis::prefix_matching(std::vector<float>(5), H, T, S, tok).queries == 0);
+}
+
 TEST_CASE("logit lens and nearest tokens agree with a direct pass over the golden model", "[ui][analysis]") {
     const auto model = load_model(test::golden_hf_dir());
     const TensorView& w = model->output_weight();

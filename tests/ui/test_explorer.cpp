@@ -19,6 +19,7 @@
 #include "strata/npy.hpp"
 #include "ui_support.hpp"
 #include "views/attention_view.hpp"
+#include "worker/analysis.hpp"
 #include "views/embedding_view.hpp"
 #include "views/gains_view.hpp"
 #include "views/heatmap_widget.hpp"
@@ -147,6 +148,28 @@ TEST_CASE("every view draws the demonstration model's run", "[ui][widgets]") {
         CHECK(av->headMap()->data() != head0);
         CHECK(distinct_colours(grabbed(av->grid())) > 10);
         CHECK(e.w.cardPanel()->cardId() == "attention_probs");
+        // The default prompt repeats tokens, so every head has a prefix-matching score, and the button names the
+        // strongest head of the model and goes to it.
+        const auto& scores = av->inductionScores();
+        REQUIRE(int(scores.size()) == st.layers());
+        const auto [bl, bh] = av->strongestInductionHead();
+        REQUIRE(bl >= 0);
+        for (int l = 0; l < st.layers(); ++l) {
+            const TracedTensor* probs = st.run()->trace.find("layers." + std::to_string(l) + ".attention.probs");
+            REQUIRE(probs);
+            const auto pm = analysis::prefix_matching(probs->data, st.model()->config.n_heads, T, probs->cols,
+                                                      st.run()->tokens);
+            CHECK(pm.queries > 0);
+            CHECK(pm.score == scores[size_t(l)]);
+            for (float v : scores[size_t(l)]) CHECK(v <= scores[size_t(bl)][size_t(bh)]);
+        }
+        CHECK(av->strongestButton()->isVisible());
+        CHECK(av->strongestButton()->text().contains(QStringLiteral("layers.%1 h%2").arg(bl).arg(bh)));
+        st.setLayer(bl == 0 ? 1 : 0);
+        av->setHead(bh == 0 ? 1 : 0);
+        av->strongestButton()->click();
+        CHECK(st.layer() == bl);
+        CHECK(av->head() == bh);
     }
     SECTION("RMSNorm gains") {
         e.w.showView(e.w.gainsView());

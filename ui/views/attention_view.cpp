@@ -13,6 +13,7 @@
 #include <QSplitter>
 
 #include "explorer/intervention_bar.hpp"
+#include "worker/analysis.hpp"
 #include "views/colormap.hpp"
 #include "worker/engine_worker.hpp"
 #include "views/heatmap_widget.hpp"
@@ -37,6 +38,21 @@ AttentionView::AttentionView(ExplorerState* state, EngineClient* client, QWidget
         ablateMenu->clear();
         fillHeadMenu(ablateMenu, head_);
     });
+    strongestButton_ = new QToolButton;
+    strongestButton_->setObjectName(QStringLiteral("strongestInduction"));
+    strongestButton_->setToolButtonStyle(Qt::ToolButtonTextOnly);
+    strongestButton_->setAutoRaise(true);
+    strongestButton_->setToolTip(
+        tr("Prefix matching: for each query whose token occurred earlier in the prompt, the attention it puts on "
+           "the token that came after that earlier occurrence, averaged over such queries. An induction head "
+           "(it looks back to what followed the last time and predicts it again) scores near 1. Click to go to "
+           "the strongest head of the whole model."));
+    connect(strongestButton_, &QToolButton::clicked, this, [this] {
+        if (strongest_.first < 0) return;
+        state_->setLayer(strongest_.first);
+        setHead(strongest_.second);
+    });
+    controls()->addWidget(strongestButton_);
     controls()->addStretch(1);
     controls()->addWidget(headBox_);
     controls()->addWidget(ablate_);
@@ -111,6 +127,7 @@ void AttentionView::refresh() {
     const QString name = QStringLiteral("layers.%1.attention.probs").arg(state_->layer());
     const TracedTensor* t = state_->traced(name);
     const RunResultPtr& run = state_->run();
+    scoreInduction();
     if (!t || !run) {
         const QString why = !run ? tr("Run a prompt to see attention.")
                                  : tr("Attention probabilities are kept for prompts of up to %1 tokens.").arg(EngineWorker::kMaxProbsPositions);
@@ -141,12 +158,60 @@ void AttentionView::refresh() {
         setReadout(tr("Rows are queries, columns the keys they attend to; each row sums to 1."));
     }
     grid_->setData(t->data.data(), heads, T, S, int(c.n_rep()), run->tokenTexts);
+    const int layer = state_->layer();
+    if (layer >= 0 && layer < int(induction_.size()) && !diff)
+        grid_->setScores(induction_[size_t(layer)], strongest_.first == layer ? strongest_.second : -1);
+    else
+        grid_->setScores({}, -1);
     grid_->setSelected(head_, state_->position());
     std::vector<float> one(t->data.begin() + std::ptrdiff_t(size_t(head_) * T * S), t->data.begin() + std::ptrdiff_t(size_t(head_ + 1) * T * S));
     map_->setRowLabels(run->tokenTexts);
     map_->setColumnLabels(run->tokenTexts);
     map_->setMatrix(std::move(one), T, S);
     map_->setSelectedRow(state_->position());
+}
+
+void AttentionView::scoreInduction() {
+    // Once per run: every layer's probabilities as traced (the run's own pass, not diff mode's difference).
+    const RunResultPtr& run = state_->run();
+    const void* trace = run ? static_cast<const void*>(&run->trace) : nullptr;
+    if (run && run->id == scoredRun_ && trace == scoredTrace_) return;
+    scoredRun_ = run ? run->id : -1;
+    scoredTrace_ = trace;
+    induction_.clear();
+    strongest_ = {-1, -1};
+    float best = -1.0f;
+    if (run && state_->model()) {
+        const ModelConfig& c = state_->model()->config;
+        const int64_t T = int64_t(run->tokens.size());
+        for (int64_t l = 0; l < c.n_layers; ++l) {
+            const TracedTensor* p = run->trace.find("layers." + std::to_string(l) + ".attention.probs");
+            if (!p || p->rows != c.n_heads * T) {
+                induction_.clear();
+                break;
+            }
+            analysis::PrefixMatching pm = analysis::prefix_matching(p->data, c.n_heads, T, p->cols, run->tokens);
+            if (pm.queries == 0) {
+                induction_.clear();
+                break;
+            }
+            for (int64_t h = 0; h < c.n_heads; ++h)
+                if (pm.score[size_t(h)] > best) best = pm.score[size_t(h)], strongest_ = {int(l), int(h)};
+            induction_.push_back(std::move(pm.score));
+        }
+    }
+    if (induction_.empty()) strongest_ = {-1, -1};
+    if (strongest_.first >= 0) {
+        strongestButton_->setText(tr("strongest induction head: layers.%1 h%2 \u00b7 %3")
+                                      .arg(strongest_.first)
+                                      .arg(strongest_.second)
+                                      .arg(double(best), 0, 'f', 2));
+        strongestButton_->setEnabled(true);
+    } else {
+        strongestButton_->setText(run && run->hasProbs ? tr("induction: the prompt repeats no token") : QString());
+        strongestButton_->setEnabled(false);
+    }
+    strongestButton_->setVisible(!strongestButton_->text().isEmpty());
 }
 
 ViewPage::TensorExport AttentionView::tensorExport() const {
@@ -204,6 +269,12 @@ void HeadGrid::setMarked(const std::vector<bool>& marked) {
     update();
 }
 
+void HeadGrid::setScores(std::vector<float> scores, int best) {
+    scores_ = std::move(scores);
+    best_ = best;
+    update();
+}
+
 void HeadGrid::contextMenuEvent(QContextMenuEvent* e) {
     const int h = headAt(e->pos());
     if (h >= 0) emit headMenuRequested(h, e->globalPos());
@@ -255,9 +326,18 @@ void HeadGrid::paintEvent(QPaintEvent*) {
         g.setPen(h == selected_ ? QPen(QColor(0xe0, 0x1b, 0x24), 2) : QPen(palette().color(QPalette::Mid), 1));
         g.setBrush(Qt::NoBrush);
         g.drawRect(r.adjusted(-1, -1, 0, 0));
+        if (h == best_) {
+            // The strongest induction head of the model: a dashed outline outside the first.
+            g.setPen(QPen(QColor(0x26, 0xa2, 0x69), 2, Qt::DashLine));
+            g.drawRect(r.adjusted(-4, -4, 3, 3));
+        }
         g.setPen(palette().color(QPalette::Text));
+        // With scores the label is compact, so the thumbnail's width holds it: "h3 kv0 · 0.17".
+        const QString label = h < int(scores_.size())
+                                  ? tr("h%1 kv%2 \u00b7 %3").arg(h).arg(h / kvGroup_).arg(double(scores_[size_t(h)]), 0, 'f', 2)
+                                  : tr("h%1 \u00b7 kv %2").arg(h).arg(h / kvGroup_);
         g.drawText(QRect(r.left(), r.top() - fm.height(), r.width(), fm.height()), Qt::AlignLeft | Qt::AlignBottom,
-                   fm.elidedText(tr("h%1 \u00b7 kv %2").arg(h).arg(h / kvGroup_), Qt::ElideRight, r.width()));
+                   fm.elidedText(label, Qt::ElideRight, r.width()));
         if (h < int(marked_.size()) && marked_[size_t(h)]) {
             // Ablated: a cross over the pattern it still computes (the head's output is what is removed).
             g.setPen(QPen(QColor(0xc0, 0x1c, 0x28, 200), 2));
@@ -285,7 +365,9 @@ void HeadGrid::mouseMoveEvent(QMouseEvent* e) {
                           .arg(t)
                           .arg(tokens_.value(t))
                           .arg(s)
-                          .arg(tokens_.value(s), formatValue(probs_[(size_t(h) * T_ + t) * S_ + s])));
+                          .arg(tokens_.value(s), formatValue(probs_[(size_t(h) * T_ + t) * S_ + s])) +
+                      (h < int(scores_.size()) ? tr(" \u00b7 prefix matching (induction) %1").arg(double(scores_[size_t(h)]), 0, 'f', 3)
+                                               : QString()));
 }
 
 void HeadGrid::mousePressEvent(QMouseEvent* e) {

@@ -2,6 +2,9 @@
 // Attention probabilities of the selected layer (layers.N.attention.probs): a grid of every head's T x T
 // pattern (query rows, key columns, causal so the upper triangle is empty), and the selected head large with
 // the tokens on both axes. Click a head in the grid to select it; click a row to select that query position.
+// When the prompt repeats a token, each head carries its prefix-matching (induction) score, and a button names
+// the strongest induction head of the whole model and goes to it.
+#include <utility>
 #include <vector>
 
 #include "views/view_page.hpp"
@@ -30,6 +33,11 @@ public:
     // The context menu of a head (Ablate (zero) / (mean), or remove), as right-click shows it.
     void fillHeadMenu(QMenu* menu, int head);
     QToolButton* ablateButton() const { return ablate_; }
+    // The prefix-matching score of every head of every layer for the current run ([layer][head]; empty when the
+    // prompt repeats no token or attention was not kept), and the strongest head (-1, -1 without scores).
+    const std::vector<std::vector<float>>& inductionScores() const { return induction_; }
+    std::pair<int, int> strongestInductionHead() const { return strongest_; }
+    QToolButton* strongestButton() const { return strongestButton_; }
 
 signals:
     void headChanged(int head);
@@ -37,11 +45,17 @@ signals:
 private:
     void refresh();
     void showHeadMenu(int head, const QPoint& global);
+    void scoreInduction();
     HeadGrid* grid_;
     HeatmapWidget* map_;
     QSpinBox* headBox_;
     QToolButton* ablate_;
+    QToolButton* strongestButton_;
     int head_ = 0;
+    qint64 scoredRun_ = -1;
+    const void* scoredTrace_ = nullptr;
+    std::vector<std::vector<float>> induction_;
+    std::pair<int, int> strongest_{-1, -1};
 };
 
 class HeadGrid : public QWidget {
@@ -56,6 +70,8 @@ public:
     void setDiverging(bool on, float range);
     // Heads drawn with a red cross (ablated).
     void setMarked(const std::vector<bool>& marked);
+    // Each head's prefix-matching score, shown after its label (empty: none shown); `best` is outlined.
+    void setScores(std::vector<float> scores, int best);
     int headAt(QPoint p) const;
     int heads() const { return heads_; }
     QSize sizeHint() const override { return {420, 420}; }
@@ -78,6 +94,8 @@ private:
     bool diverging_ = false;
     float range_ = 1.0f;
     std::vector<bool> marked_;
+    std::vector<float> scores_;
+    int best_ = -1;
     QStringList tokens_;
     QString message_;
     std::vector<QImage> images_;

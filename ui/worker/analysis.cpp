@@ -317,4 +317,31 @@ float abs_quantile(std::span<const float> x, double q) {
     return a[k];
 }
 
+PrefixMatching prefix_matching(std::span<const float> probs, int64_t heads, int64_t T, int64_t S,
+                               std::span<const int32_t> tokens) {
+    PrefixMatching pm;
+    pm.score.assign(size_t(std::max<int64_t>(heads, 0)), 0.0f);
+    if (heads <= 0 || T <= 0 || S < T || int64_t(tokens.size()) != T || int64_t(probs.size()) != heads * T * S)
+        return pm;
+    const int64_t k0 = S - T;  // key column of query 0 (0 when the run starts at position 0)
+    std::vector<double> sum(size_t(heads), 0.0);
+    std::vector<int64_t> after;  // keys that followed an earlier copy of the query's token
+    for (int64_t t = 2; t < T; ++t) {
+        after.clear();
+        for (int64_t j = 0; j + 1 < t; ++j)
+            if (tokens[size_t(j)] == tokens[size_t(t)]) after.push_back(j + 1);
+        if (after.empty()) continue;
+        ++pm.queries;
+        for (int64_t h = 0; h < heads; ++h) {
+            const float* row = probs.data() + (h * T + t) * S + k0;
+            double a = 0.0;
+            for (int64_t k : after) a += row[k];
+            sum[size_t(h)] += a;
+        }
+    }
+    if (pm.queries > 0)
+        for (int64_t h = 0; h < heads; ++h) pm.score[size_t(h)] = float(sum[size_t(h)] / double(pm.queries));
+    return pm;
+}
+
 }  // namespace strata::ui::analysis

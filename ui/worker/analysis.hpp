@@ -75,4 +75,18 @@ LogitStats logit_stats(std::span<const float> logits);
 // The value below which fraction q of |x| lies (q in [0, 1]); 0 for empty input. Samples large inputs.
 float abs_quantile(std::span<const float> x, double q);
 
+// How much each head behaves like an induction head on this prompt: the prefix-matching score. For a query whose
+// token occurred earlier (at j < t - 1), the attention it puts on the tokens that followed those occurrences
+// (key j + 1), summed over them; averaged over such queries. An induction head scores near 1 on a repeated
+// span; a head that ignores the repeat scores about what uniform attention would give.
+//   probs: [heads * T, S] head-major, as traced (the last T key columns are the T query positions; S == T for
+//   a run from position 0); tokens: the T ids. queries: how many queries had an earlier copy of their token (0:
+//   the prompt repeats nothing and every score is 0).
+struct PrefixMatching {
+    std::vector<float> score;  // [heads]
+    int64_t queries = 0;
+};
+PrefixMatching prefix_matching(std::span<const float> probs, int64_t heads, int64_t T, int64_t S,
+                               std::span<const int32_t> tokens);
+
 }  // namespace strata::ui::analysis
