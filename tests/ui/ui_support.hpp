@@ -19,6 +19,9 @@ namespace strata::test {
 inline QApplication& ui_app() {
     // Offscreen unless the caller chose a platform (ctest sets QT_QPA_PLATFORM=offscreen).
     if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+    // A UI test that opens a Vulkan device opens it with the validation layer, as the Vulkan tests do (ctest can
+    // give each executable only one variable, QT_QPA_PLATFORM above); STRATA_VK_VALIDATION=0 turns it off.
+    if (qEnvironmentVariableIsEmpty("STRATA_VK_VALIDATION")) qputenv("STRATA_VK_VALIDATION", "1");
     static int argc = 1;
     static char name[] = "strata_ui_tests";
     static char* argv[] = {name, nullptr};
