@@ -174,10 +174,8 @@ void AttentionView::refresh() {
 void AttentionView::scoreInduction() {
     // Once per run: every layer's probabilities as traced (the run's own pass, not diff mode's difference).
     const RunResultPtr& run = state_->run();
-    const void* trace = run ? static_cast<const void*>(&run->trace) : nullptr;
-    if (run && run->id == scoredRun_ && trace == scoredTrace_) return;
-    scoredRun_ = run ? run->id : -1;
-    scoredTrace_ = trace;
+    if (run && run == scoredRun_.lock()) return;
+    scoredRun_ = run;
     induction_.clear();
     strongest_ = {-1, -1};
     float best = -1.0f;

@@ -4,6 +4,7 @@
 // the tokens on both axes. Click a head in the grid to select it; click a row to select that query position.
 // When the prompt repeats a token, each head carries its prefix-matching (induction) score, and a button names
 // the strongest induction head of the whole model and goes to it.
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -52,8 +53,7 @@ private:
     QToolButton* ablate_;
     QToolButton* strongestButton_;
     int head_ = 0;
-    qint64 scoredRun_ = -1;
-    const void* scoredTrace_ = nullptr;
+    std::weak_ptr<const RunResult> scoredRun_;  // the run the scores are of (weak: a hidden view keeps no old run)
     std::vector<std::vector<float>> induction_;
     std::pair<int, int> strongest_{-1, -1};
 };
