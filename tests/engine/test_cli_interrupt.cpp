@@ -9,8 +9,7 @@
 #include <sys/wait.h>
 
 #include "catch.hpp"
-#include "strata/demo.hpp"
-#include "support.hpp"
+#include "demo_support.hpp"
 
 extern char** environ;
 
@@ -53,36 +52,13 @@ bool wait_for(F ready) {
     return false;
 }
 
-const fs::path& demo() {
-    static const fs::path d = [] {
-        const fs::path dir = test::temp_dir("interrupt-demo");
-        make_demo_model(dir, test::tokenizer_json());
-        return dir;
-    }();
-    return d;
-}
-
-// The random-weights demo: greedy decoding from it never reaches an end token (checked below), so a generate run
-// is still going when the signal comes, however fast the machine. The trained demo ends its story with
-// <|eot_id|> within a second on a fast machine, and then the run had finished before Ctrl-C.
-const fs::path& random_demo() {
-    static const fs::path d = [] {
-        const fs::path dir = test::temp_dir("interrupt-random-demo");
-        DemoOptions o;
-        o.random = true;
-        make_demo_model(dir, test::tokenizer_json(), o);
-        return dir;
-    }();
-    return d;
-}
-
 }  // namespace
 
 TEST_CASE("Ctrl-C during quantize removes the temporary file and exits 130", "[cli][interrupt]") {
     const fs::path out_dir = test::temp_dir("interrupt-quantize");
     const fs::path out = out_dir / "demo.gguf";
     const fs::path log = out_dir / "stderr.txt";
-    Child c({"quantize", "--model", demo().string(), "--out", out.string(), "--type", "Q4_K_M", "--threads", "1"}, log);
+    Child c({"quantize", "--model", test::trained_demo_dir().string(), "--out", out.string(), "--type", "Q4_K_M", "--threads", "1"}, log);
     auto temp_exists = [&] {
         for (const auto& e : fs::directory_iterator(out_dir))
             if (e.path().filename().string().rfind(".demo.gguf.tmp-", 0) == 0) return true;
@@ -101,9 +77,12 @@ TEST_CASE("Ctrl-C during quantize removes the temporary file and exits 130", "[c
 TEST_CASE("Ctrl-C during generate stops between tokens and exits 130", "[cli][interrupt]") {
     const fs::path dir = test::temp_dir("interrupt-generate");
     const fs::path log = dir / "stderr.txt";
+    // The random-weights demo: greedy decoding from it reaches no end token (checked first), so the run is still
+    // going when the signal comes, however fast the machine; the trained demo can end its story with <|eot_id|>
+    // within a second, before Ctrl-C.
     {
         // Without the signal, 1000 greedy tokens from this model run to the limit: no end token stops them early.
-        Child whole({"generate", "--model", random_demo().string(), "--text", "Once upon a time", "--max-tokens",
+        Child whole({"generate", "--model", test::random_demo_dir().string(), "--text", "Once upon a time", "--max-tokens",
                      "1000", "--temperature", "0", "--threads", "2"},
                     log);
         REQUIRE(whole.wait_status() == 0);
@@ -111,7 +90,7 @@ TEST_CASE("Ctrl-C during generate stops between tokens and exits 130", "[cli][in
         REQUIRE(test::read_file(log).find("1000 generated") != std::string::npos);
         REQUIRE(test::read_file(log).find("stop: max_tokens") != std::string::npos);
     }
-    Child c({"generate", "--model", random_demo().string(), "--text", "Once upon a time", "--max-tokens", "100000",
+    Child c({"generate", "--model", test::random_demo_dir().string(), "--text", "Once upon a time", "--max-tokens", "100000",
              "--temperature", "0", "--threads", "1"},
             log);
     // The prompt has run once the first token is out; stdout is /dev/null, so give it a moment instead.

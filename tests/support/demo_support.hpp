@@ -29,6 +29,19 @@ inline const std::filesystem::path& trained_demo_dir() {
     return dir;
 }
 
+// The random-weights demonstration model (make-demo --random), expanded once per process: for tests that need
+// generation to go on (greedy decoding from it reaches no end token) rather than structure.
+inline const std::filesystem::path& random_demo_dir() {
+    static const std::filesystem::path dir = [] {
+        const std::filesystem::path d = temp_dir("random-demo");
+        DemoOptions o;
+        o.random = true;
+        make_demo_model(d, tokenizer_json(), o);
+        return d;
+    }();
+    return dir;
+}
+
 // The logits at every position ([T, vocab], row-major) of one prefill.
 inline std::vector<float> all_logits(const Model& model, Backend& backend, const std::vector<int32_t>& ids) {
     Transformer tf(model, backend);

@@ -14,7 +14,7 @@
 #include <QTextDocument>
 
 #include "catch.hpp"
-#include "strata/demo.hpp"
+#include "demo_support.hpp"
 #include "chat/chat_panel.hpp"
 #include "chat/chat_settings.hpp"
 #include "chat/chat_transcript.hpp"
@@ -251,11 +251,7 @@ TEST_CASE("closing while a reply streams returns at once: the worker stops betwe
     QSignalSpy loaded(client, &EngineClient::modelLoaded);
     // The random-weights demo: the trained one may end its story with <|eot_id|> before the window closes (on a
     // fast machine, within the wait below), and then there is no reply left to stop.
-    const std::filesystem::path random = test::temp_dir("ui-chat-random-demo");
-    DemoOptions randomWeights;
-    randomWeights.random = true;
-    make_demo_model(random, test::tokenizer_json(), randomWeights);
-    client->openModel(QString::fromStdString(random.string()), QStringLiteral("cpu"));
+    client->openModel(QString::fromStdString(test::random_demo_dir().string()), QStringLiteral("cpu"));
     REQUIRE(wait_until([&] { return loaded.count() >= 1; }));
 
     auto request = std::make_shared<ChatRequest>();

@@ -176,29 +176,26 @@ void AttentionView::scoreInduction() {
     const RunResultPtr& run = state_->run();
     if (run && run == scoredRun_.lock()) return;
     scoredRun_ = run;
-    induction_.clear();
-    strongest_ = {-1, -1};
+    // Every layer or none: a layer without kept probabilities, or a prompt that repeats nothing, leaves no scores.
+    std::vector<std::vector<float>> scores;
+    std::pair<int, int> strongest{-1, -1};
     float best = -1.0f;
     if (run && state_->model()) {
         const ModelConfig& c = state_->model()->config;
         const int64_t T = int64_t(run->tokens.size());
         for (int64_t l = 0; l < c.n_layers; ++l) {
             const TracedTensor* p = run->trace.find("layers." + std::to_string(l) + ".attention.probs");
-            if (!p || p->rows != c.n_heads * T) {
-                induction_.clear();
-                break;
-            }
+            if (!p || p->rows != c.n_heads * T) break;
             analysis::PrefixMatching pm = analysis::prefix_matching(p->data, c.n_heads, T, p->cols, run->tokens);
-            if (pm.queries == 0) {
-                induction_.clear();
-                break;
-            }
+            if (pm.queries == 0) break;
             for (int64_t h = 0; h < c.n_heads; ++h)
-                if (pm.score[size_t(h)] > best) best = pm.score[size_t(h)], strongest_ = {int(l), int(h)};
-            induction_.push_back(std::move(pm.score));
+                if (pm.score[size_t(h)] > best) best = pm.score[size_t(h)], strongest = {int(l), int(h)};
+            scores.push_back(std::move(pm.score));
         }
+        if (int64_t(scores.size()) != c.n_layers) scores.clear(), strongest = {-1, -1};
     }
-    if (induction_.empty()) strongest_ = {-1, -1};
+    induction_ = std::move(scores);
+    strongest_ = strongest;
     if (strongest_.first >= 0) {
         strongestButton_->setText(tr("strongest induction head: layers.%1 h%2 \u00b7 %3")
                                       .arg(strongest_.first)
