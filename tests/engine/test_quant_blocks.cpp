@@ -557,8 +557,11 @@ TEST_CASE("integer-dot kernels of every instruction set equal the quantized math
     std::mt19937 rng(12);
     const std::vector<CpuIsa> isas = supported_cpu_isas();
     for (CpuIsa isa : isas) WARN("integer-dot kernels tested: " << cpu_isa_name(isa));
-    for (DType t : kTypes) {
-        const int64_t n = 256, rows = 60;  // one K super-block or eight Q8_0/Q4_0 blocks per row
+    for (DType t : kTypes)
+    // One K super-block or eight Q8_0/Q4_0 blocks per row; then two super-blocks, or 25 blocks (an odd count: the
+    // last one outside the two-block steps).
+    for (const int64_t n : {int64_t(256), dtype_block_size(t) == 32 ? int64_t(800) : int64_t(512)}) {
+        const int64_t rows = 60;
         const int64_t nblocks = rows * n / dtype_block_size(t);
         const std::vector<uint8_t> w = random_blocks(t, nblocks, rng);
         const int64_t tokens = 3;

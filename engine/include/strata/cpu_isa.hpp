@@ -12,8 +12,8 @@ namespace strata {
 enum class CpuIsa : uint8_t {
     Generic,     // any CPU
     Avx2,        // AVX2 + FMA + F16C: F16 weights by vcvtph2ps, 8-bit dot products by vpmaddubsw + vpmaddwd
-    Avx512Vnni,  // as Avx2, 8-bit dot products by vpdpbusd on 256-bit vectors (AVX512-VNNI + AVX512-VL), and the
-                 // float prefill tile on 512-bit vectors
+    Avx512Vnni,  // as Avx2, 8-bit dot products by vpdpbusd (AVX512-VNNI, -VL, -BW): Q8_0 and the K types on 512-bit
+                 // vectors, Q4_0 on 256-bit ones; and the float prefill tile on 512-bit vectors
     AvxVnni,     // as Avx2, 8-bit dot products by the VEX form of vpdpbusd (AVX-VNNI)
 };
 

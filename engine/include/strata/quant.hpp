@@ -87,6 +87,12 @@ float dot_q8(DType t, const void* row, const Q8Activations& x, int64_t first, in
 void dot_q8_tokens(DType t, const void* row, const Q8Activations& x, int64_t T, int64_t n, CpuIsa isa, float* out,
                    int64_t out_stride);
 
+// The same values, bit for bit, for rows [r0, r1) of a matrix whose row r starts at base + r * row_bytes
+// (row_bytes = dtype_bytes(t, n)): out[tok * out_stride + r] = row r against token row tok, for the T token rows.
+// One call per range of rows: the decode matmul's loop, with the next row prefetched while one is computed.
+void dot_q8_matrix(DType t, const void* base, uint64_t row_bytes, int64_t r0, int64_t r1, const Q8Activations& x,
+                   int64_t T, int64_t n, CpuIsa isa, float* out, int64_t out_stride);
+
 // The types dot_q8 reads.
 bool has_integer_dot(DType t);
 

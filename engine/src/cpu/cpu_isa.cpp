@@ -41,7 +41,7 @@ bool cpu_isa_supported(CpuIsa isa) {
         case CpuIsa::Avx2: return avx2;
         case CpuIsa::Avx512Vnni:
             return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                   __builtin_cpu_supports("avx512vnni");
+                   __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
         case CpuIsa::AvxVnni: return avx2 && __builtin_cpu_supports("avxvnni");
     }
     return false;

@@ -330,6 +330,8 @@ void matmul_q8_rows(const TensorView& w, const quant::Q8Activations& x, int64_t 
                     int64_t r1, CpuIsa isa) {
     const int64_t n = w.cols(), rows = w.rows();
     const uint64_t row_bytes = w.row_bytes();
+    if (w.rope_heads == 0)  // rows in storage order: the whole range in one call (prefetching as below)
+        return quant::dot_q8_matrix(w.dtype, w.data, row_bytes, r0, r1, x, T, n, isa, out, rows);
     for (int64_t r = r0; r < r1; ++r) {
         // Rows further on are fetched now: one row streams too briefly for the hardware prefetcher, which stops
         // at every 4 KiB page, to keep the loads ahead of the integer kernels (measured in docs/performance.md).

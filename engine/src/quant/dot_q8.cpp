@@ -146,10 +146,17 @@ namespace avx2 {
 #pragma GCC pop_options
 
 #pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni")
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")
 namespace avx512_vnni {
 #define STRATA_DOT4(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s)
+#define STRATA_X86_512 1
+// GCC 12's 512-bit insert / permute / convert intrinsics pass an undefined vector as their merge source and warn
+// that it "may be used uninitialized" wherever they are inlined (GCC bug 105593, fixed in 13).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "quant/dot_q8_x86.inc"
+#pragma GCC diagnostic pop
+#undef STRATA_X86_512
 #undef STRATA_DOT4
 }  // namespace avx512_vnni
 #pragma GCC pop_options
@@ -209,6 +216,27 @@ float dot_q8(DType t, const void* row, const Q8Activations& x, int64_t first, in
     float out;
     dot_rows(t, static_cast<const uint8_t*>(row), x, first, 0, 1, n, isa, &out);
     return out;
+}
+
+void dot_q8_matrix(DType t, const void* base, uint64_t row_bytes, int64_t r0, int64_t r1, const Q8Activations& x,
+                   int64_t T, int64_t n, CpuIsa isa, float* out, int64_t out_stride) {
+    check_dot(t, x, 0, n, T * n);
+    if (row_bytes != dtype_bytes(t, n) || r0 < 0 || r1 < r0)
+        throw Error("quant::dot_q8_matrix: rows [" + std::to_string(r0) + ", " + std::to_string(r1) + ") of " +
+                    std::to_string(row_bytes) + " bytes for " + std::to_string(n) + " weights of " +
+                    std::string(dtype_name(t)));
+    const auto* b = static_cast<const uint8_t*>(base);
+    switch (isa) {
+#ifdef STRATA_X86_KERNELS
+        case CpuIsa::Avx2: return avx2::dot_matrix(t, b, row_bytes, r0, r1, x, T, n, out, out_stride);
+        case CpuIsa::Avx512Vnni: return avx512_vnni::dot_matrix(t, b, row_bytes, r0, r1, x, T, n, out, out_stride);
+        case CpuIsa::AvxVnni: return avx_vnni::dot_matrix(t, b, row_bytes, r0, r1, x, T, n, out, out_stride);
+#endif
+        default:
+            for (int64_t r = r0; r < r1; ++r)
+                for (int64_t tok = 0; tok < T; ++tok)
+                    out[tok * out_stride + r] = dot_generic(t, b + r * row_bytes, x, tok * n, n);
+    }
 }
 
 void dot_q8_tokens(DType t, const void* row, const Q8Activations& x, int64_t T, int64_t n, CpuIsa isa, float* out,
