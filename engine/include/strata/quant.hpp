@@ -82,16 +82,12 @@ void quantize_activations(const float* x, int64_t n, Q8Activations& out);
 // must support). The integer sums are exact for every isa; only float32 rounding differs between them.
 float dot_q8(DType t, const void* row, const Q8Activations& x, int64_t first, int64_t n, CpuIsa isa);
 
-// out[t * out_stride] = dot_q8(t, row, x, t * n, n, isa) for the T token rows of x (x.n >= T * n): the same
-// values, bit for bit, with each block of the row decoded once for up to four tokens (prefill).
-void dot_q8_tokens(DType t, const void* row, const Q8Activations& x, int64_t T, int64_t n, CpuIsa isa, float* out,
-                   int64_t out_stride);
-
-// The same values, bit for bit, for rows [r0, r1) of a matrix whose row r starts at base + r * row_bytes
-// (row_bytes = dtype_bytes(t, n)): out[tok * out_stride + r] = row r against token row tok, for the T token rows.
-// One call per range of rows: the decode matmul's loop, with the next row prefetched while one is computed.
-void dot_q8_matrix(DType t, const void* base, uint64_t row_bytes, int64_t r0, int64_t r1, const Q8Activations& x,
-                   int64_t T, int64_t n, CpuIsa isa, float* out, int64_t out_stride);
+// out[tok * out_stride + r] = dot_q8(t, row r, x, tok * n, n, isa) for rows [r0, r1) of a matrix of n-weight rows
+// stored back to back from base, and the T token rows of x (x.n >= T * n): the same values, bit for bit, with
+// each block of a row decoded once for up to four tokens (prefill) and the next row prefetched while one is
+// computed. The CPU backend's matmul calls it once per range of rows.
+void dot_q8_matrix(DType t, const void* base, int64_t r0, int64_t r1, const Q8Activations& x, int64_t T, int64_t n,
+                   CpuIsa isa, float* out, int64_t out_stride);
 
 // The types dot_q8 reads.
 bool has_integer_dot(DType t);

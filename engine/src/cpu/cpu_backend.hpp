@@ -3,7 +3,7 @@
 // memory-mapped checkpoint and widened row by row, work split over a persistent thread pool (output rows for
 // matmul, (head, query) pairs for attention). Ops run as they are called; begin()/submit() only mark a step.
 // With BackendOptions::exact false, block-type weights take the integer-dot path (activations quantized to 8 bits
-// once per matmul, quant::dot_q8_tokens); kernels for the instruction set chosen at construction (CpuIsa).
+// once per matmul, quant::dot_q8_matrix); kernels for the instruction set chosen at construction (CpuIsa).
 #include <memory>
 #include <vector>
 

@@ -207,9 +207,6 @@ STRATA_INLINE void tile_2x4(const float* w0, const float* w1, const float* x0, c
     }
 }
 
-// How far ahead of the row it computes the integer-dot path prefetches weights.
-constexpr int64_t kPrefetchRows = 1;
-
 [[noreturn]] void unsupported(const TensorView& w) {
     throw UnsupportedError("not supported yet: " + std::string(dtype_name(w.dtype)) + " in " +
                            (w.source_name.empty() ? w.name : w.source_name) + " (CPU backend)");
@@ -329,18 +326,10 @@ void matmul_rows(const TensorView& w, const float* x, int64_t T, float* out, int
 void matmul_q8_rows(const TensorView& w, const quant::Q8Activations& x, int64_t T, float* out, int64_t r0,
                     int64_t r1, CpuIsa isa) {
     const int64_t n = w.cols(), rows = w.rows();
-    const uint64_t row_bytes = w.row_bytes();
-    if (w.rope_heads == 0)  // rows in storage order: the whole range in one call (prefetching as below)
-        return quant::dot_q8_matrix(w.dtype, w.data, row_bytes, r0, r1, x, T, n, isa, out, rows);
-    for (int64_t r = r0; r < r1; ++r) {
-        // Rows further on are fetched now: one row streams too briefly for the hardware prefetcher, which stops
-        // at every 4 KiB page, to keep the loads ahead of the integer kernels (measured in docs/performance.md).
-        if (r + kPrefetchRows < r1) {
-            const std::byte* ahead = w.row_ptr(r + kPrefetchRows);
-            for (uint64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(ahead + off);
-        }
-        quant::dot_q8_tokens(w.dtype, w.row_ptr(r), x, T, n, isa, out + r, rows);
-    }
+    if (w.rope_heads == 0)  // rows in storage order: the whole range in one call, which prefetches as it goes
+        return quant::dot_q8_matrix(w.dtype, w.data, r0, r1, x, T, n, isa, out, rows);
+    for (int64_t r = r0; r < r1; ++r)  // rows permuted (Hugging Face wq / wk): each row a range of its own
+        quant::dot_q8_matrix(w.dtype, w.row_ptr(r), 0, 1, x, T, n, isa, out + r, rows);
 }
 
 }  // namespace strata::cpu

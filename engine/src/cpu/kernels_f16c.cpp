@@ -45,7 +45,7 @@ void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t
     int64_t r = r0;
     for (; r + 4 <= r1; r += 4) {
         const std::byte* p[4] = {w.row_ptr(r), w.row_ptr(r + 1), w.row_ptr(r + 2), w.row_ptr(r + 3)};
-        if (r + 8 <= r1)  // the next four rows, ahead of the hardware prefetcher (kernels.cpp, matmul_q8_rows)
+        if (r + 8 <= r1)  // the next four rows, ahead of the hardware prefetcher (dot_q8_x86.inc, dot_matrix)
             for (int j = 4; j < 8; ++j) {
                 const std::byte* ahead = w.row_ptr(r + j);
                 for (int64_t off = 0; off < 2 * n; off += 64) __builtin_prefetch(ahead + off);

@@ -195,37 +195,29 @@ void check_dot(DType t, const Q8Activations& x, int64_t first, int64_t n, int64_
                     std::to_string(x.n));
 }
 
-// nt (1..4) token rows at first + i * stride with the kernels of isa.
-void dot_rows(DType t, const uint8_t* b, const Q8Activations& x, int64_t first, int64_t stride, int nt, int64_t n,
-              CpuIsa isa, float* out) {
-    switch (isa) {
-#ifdef STRATA_X86_KERNELS
-        case CpuIsa::Avx2: return avx2::dot_rows(t, b, x, first, stride, nt, n, out);
-        case CpuIsa::Avx512Vnni: return avx512_vnni::dot_rows(t, b, x, first, stride, nt, n, out);
-        case CpuIsa::AvxVnni: return avx_vnni::dot_rows(t, b, x, first, stride, nt, n, out);
-#endif
-        default:
-            for (int i = 0; i < nt; ++i) out[i] = dot_generic(t, b, x, first + i * stride, n);
-    }
-}
-
 }  // namespace
 
 float dot_q8(DType t, const void* row, const Q8Activations& x, int64_t first, int64_t n, CpuIsa isa) {
     check_dot(t, x, first, n, first + n);
-    float out;
-    dot_rows(t, static_cast<const uint8_t*>(row), x, first, 0, 1, n, isa, &out);
-    return out;
+    const auto* b = static_cast<const uint8_t*>(row);
+    switch (isa) {
+#ifdef STRATA_X86_KERNELS
+        case CpuIsa::Avx2: return avx2::dot_one(t, b, x, first, n);
+        case CpuIsa::Avx512Vnni: return avx512_vnni::dot_one(t, b, x, first, n);
+        case CpuIsa::AvxVnni: return avx_vnni::dot_one(t, b, x, first, n);
+#endif
+        default: return dot_generic(t, b, x, first, n);
+    }
 }
 
-void dot_q8_matrix(DType t, const void* base, uint64_t row_bytes, int64_t r0, int64_t r1, const Q8Activations& x,
-                   int64_t T, int64_t n, CpuIsa isa, float* out, int64_t out_stride) {
+void dot_q8_matrix(DType t, const void* base, int64_t r0, int64_t r1, const Q8Activations& x, int64_t T, int64_t n,
+                   CpuIsa isa, float* out, int64_t out_stride) {
     check_dot(t, x, 0, n, T * n);
-    if (row_bytes != dtype_bytes(t, n) || r0 < 0 || r1 < r0)
-        throw Error("quant::dot_q8_matrix: rows [" + std::to_string(r0) + ", " + std::to_string(r1) + ") of " +
-                    std::to_string(row_bytes) + " bytes for " + std::to_string(n) + " weights of " +
-                    std::string(dtype_name(t)));
+    if (r0 < 0 || r1 < r0)
+        throw Error("quant::dot_q8_matrix: rows [" + std::to_string(r0) + ", " + std::to_string(r1) + ")");
+    if (T == 0 || r1 == r0) return;
     const auto* b = static_cast<const uint8_t*>(base);
+    const uint64_t row_bytes = dtype_bytes(t, n);
     switch (isa) {
 #ifdef STRATA_X86_KERNELS
         case CpuIsa::Avx2: return avx2::dot_matrix(t, b, row_bytes, r0, r1, x, T, n, out, out_stride);
@@ -236,18 +228,6 @@ void dot_q8_matrix(DType t, const void* base, uint64_t row_bytes, int64_t r0, in
             for (int64_t r = r0; r < r1; ++r)
                 for (int64_t tok = 0; tok < T; ++tok)
                     out[tok * out_stride + r] = dot_generic(t, b + r * row_bytes, x, tok * n, n);
-    }
-}
-
-void dot_q8_tokens(DType t, const void* row, const Q8Activations& x, int64_t T, int64_t n, CpuIsa isa, float* out,
-                   int64_t out_stride) {
-    check_dot(t, x, 0, n, T * n);
-    const auto* b = static_cast<const uint8_t*>(row);
-    float r[4];
-    for (int64_t t0 = 0; t0 < T; t0 += 4) {
-        const int nt = static_cast<int>(std::min<int64_t>(4, T - t0));
-        dot_rows(t, b, x, t0 * n, n, nt, n, isa, r);
-        for (int i = 0; i < nt; ++i) out[(t0 + i) * out_stride] = r[i];
     }
 }
 
