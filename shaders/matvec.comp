@@ -4,7 +4,8 @@
 // ROWS output rows of NT tokens, its invocations stride along the rows together (neighbours read neighbouring
 // words: coalesced), every weight loaded serves NT tokens and every x element ROWS rows, and with VEC each load
 // is 16 bytes (eight 16-bit or four 32-bit weights). Sums are float32 and reduced with subgroupAdd; only a
-// workgroup of several subgroups needs one shared-memory step (and its barrier).
+// workgroup of several subgroups needs one shared-memory step (and its barrier). With ACCUMULATE the product is
+// added to what o holds (out += w x: the residual add fused into wo and w2, one dispatch and barrier fewer each).
 #extension GL_GOOGLE_include_directive : require
 layout(constant_id = 0) const uint WG = 128;
 layout(constant_id = 1) const uint ROWS = 2;
@@ -32,7 +33,13 @@ layout(std430, binding = 1) readonly restrict buffer X { vec4 x4[]; };
 #include "weights.glsl"
 layout(std430, binding = 1) readonly restrict buffer X { float x[]; };
 #endif
+#ifdef ACCUMULATE
+layout(std430, binding = 2) restrict buffer O { float o[]; };
+#define STORE(i, s) o[i] = o[i] + (s)
+#else
 layout(std430, binding = 2) writeonly restrict buffer O { float o[]; };
+#define STORE(i, s) o[i] = (s)
+#endif
 layout(push_constant) uniform Push {
     uint rows; uint cols; uint T; uint x_first; uint o_first; uint o_stride; uint row_groups;
 } p;
@@ -118,7 +125,7 @@ void main() {
             const float s = subgroupAdd(acc[i]);
             const uint r = i / NT, t = i % NT;
             if (subgroupElect() && row0 + r < p.rows && t0 + t < p.T)
-                o[p.o_first + (t0 + t) * p.o_stride + row0 + r] = s;
+                STORE(p.o_first + (t0 + t) * p.o_stride + row0 + r, s);
         }
         return;
     }
@@ -132,6 +139,6 @@ void main() {
         if (row0 + r >= p.rows || t0 + t >= p.T) continue;
         float s = 0.0;
         for (uint j = 0u; j < gl_NumSubgroups; ++j) s += partial[i * WG + j];
-        o[p.o_first + (t0 + t) * p.o_stride + row0 + r] = s;
+        STORE(p.o_first + (t0 + t) * p.o_stride + row0 + r, s);
     }
 }

@@ -1,6 +1,7 @@
 # Every shader variant: "name|source.comp|DEFINE=1,OTHER=2". The Vulkan backend asks for variants by name.
 # Weight-reading kernels come once per stored type (widened to float32 in the shader); matvec also in a
-# 16-byte-load form (VEC) for rows whose length allows it.
+# 16-byte-load form (VEC) for rows whose length allows it, and both forms again adding into their output
+# (ACCUMULATE: the residual add fused into wo and w2).
 set(STRATA_SHADER_VARIANTS
   "add|add.comp"
   "copy|copy.comp"
@@ -20,6 +21,8 @@ foreach(wtype IN ITEMS f32 f16 bf16)
     "rmsnorm_${wtype}|rmsnorm.comp|WTYPE_${WTYPE}=1"
     "matvec_${wtype}|matvec.comp|WTYPE_${WTYPE}=1"
     "matvec_vec_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1"
+    "matvec_add_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ACCUMULATE=1"
+    "matvec_vec_add_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ACCUMULATE=1"
     "matmul_${wtype}|matmul.comp|WTYPE_${WTYPE}=1")
 endforeach()
 # GGUF block types (quant.glsl): read from their blocks by embed, matvec (scalar or 16-byte x loads) and matmul.
@@ -29,5 +32,7 @@ foreach(wtype IN ITEMS q8_0 q4_0 q4_k q5_k q6_k)
     "embed_${wtype}|embed.comp|WTYPE_${WTYPE}=1"
     "matvec_${wtype}|matvec.comp|WTYPE_${WTYPE}=1"
     "matvec_vec_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1"
+    "matvec_add_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ACCUMULATE=1"
+    "matvec_vec_add_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ACCUMULATE=1"
     "matmul_${wtype}|matmul.comp|WTYPE_${WTYPE}=1")
 endforeach()

@@ -17,6 +17,11 @@ void Backend::write(Buf, std::span<const float>) {
     throw UnsupportedError("backend '" + info().backend + "' cannot write host data into its buffers");
 }
 
+void Backend::matmul_add(Buf out, Buf x, const TensorView& w, int64_t T, Buf scratch) {
+    matmul(scratch, x, w, T);
+    add(out, out, scratch, T * w.rows());
+}
+
 std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
     if (options.name == "cpu") return std::make_unique<cpu::CpuBackend>(options);
     if (options.name == "vulkan") {

@@ -168,6 +168,11 @@ public:
     Captures(Backend& b, const TraceRequest& r, Trace& t, int64_t pos0) : b_(b), request_(r), trace_(t), pos0_(pos0) {}
 
     bool wants(const std::string& name) const { return request_.wants(name); }
+    // Whether the pass must materialise the tensor at `name`: kept, or changed by an intervention.
+    bool touches(const std::string& name) const {
+        return request_.wants(name) || std::any_of(request_.interventions.begin(), request_.interventions.end(),
+                                                   [&](const Intervention& iv) { return iv.site == name; });
+    }
     // src: [rows, cols], rows at positions pos0.. of this step.
     void site(const std::string& name, Buf src, int64_t rows, int64_t cols) {
         if (!request_.interventions.empty()) intervene(name, src, rows, cols);
@@ -260,7 +265,9 @@ struct Pass {
 
     // Attention.forward: xq, xk, xv = wq(x), wk(x), wv(x); rotary embedding on xq, xk; the new keys and values
     // go into the cache; scores = softmax(xq @ keys^T / sqrt(head_dim) + mask); output = wo(scores @ values).
-    void attention(int64_t layer, const LayerWeights& w, Buf x /* [T, dim] */, Buf out /* [T, dim] */) {
+    // With `residual` valid, wo's product is added into it (matmul_add) and `out` is only its scratch.
+    void attention(int64_t layer, const LayerWeights& w, Buf x /* [T, dim] */, Buf out /* [T, dim] */,
+                   Buf residual = {}) {
         const int64_t kv_dim = c.kv_dim(), q_dim = c.q_dim();
         Buf xq = s.xq.at(0, T * q_dim);                                   // [T, n_heads * head_dim]
         Buf xk = cache.k(layer).at(pos0 * kv_dim, T * kv_dim);            // [T, n_kv_heads * head_dim] cache rows
@@ -282,11 +289,13 @@ struct Pass {
         b.attention(output, xq, keys, values, T, pos0, scores);
         if (want_probs) cap.keep(name(layer, "attention.probs"), scores, c.n_heads * T, L);
         cap.site(name(layer, "attention.heads"), output, T, q_dim);
-        b.matmul(out, output, *w.wo, T);
+        if (residual.valid()) b.matmul_add(residual, output, *w.wo, T, out);
+        else b.matmul(out, output, *w.wo, T);
     }
 
     // FeedForward.forward: w2(silu(w1(x)) * w3(x)).
-    void feed_forward(int64_t layer, const LayerWeights& w, Buf x /* [T, dim] */, Buf out /* [T, dim] */) {
+    void feed_forward(int64_t layer, const LayerWeights& w, Buf x /* [T, dim] */, Buf out /* [T, dim] */,
+                      Buf residual = {}) {
         const int64_t hd = c.hidden_dim;
         Buf a = s.ffn_a.at(0, T * hd);              // [T, hidden_dim]
         Buf g = s.ffn_b.at(0, T * hd);              // [T, hidden_dim]
@@ -295,12 +304,15 @@ struct Pass {
         b.matmul(g, x, *w.w3, T);
         b.swiglu(hidden, a, g, T * hd);
         cap.site(name(layer, "ffn_hidden"), hidden, T, hd);
-        b.matmul(out, hidden, *w.w2, T);
+        if (residual.valid()) b.matmul_add(residual, hidden, *w.w2, T, out);
+        else b.matmul(out, hidden, *w.w2, T);
     }
 
     // TransformerBlock.forward:
     //   h = x + attention(attention_norm(x))
     //   out = h + feed_forward(ffn_norm(h))
+    // Where neither the trace nor an intervention needs attention_out / ffn_out on their own, the residual add
+    // goes into the product (Backend::matmul_add): the same sums, one op fewer each.
     void block(int64_t layer, const LayerWeights& w) {
         const int64_t dim = c.dim;
         Buf x = s.x.at(0, T * dim);                // [T, dim] in: x; then h; out: the block's output
@@ -310,16 +322,24 @@ struct Pass {
 
         b.rmsnorm(xn, x, *w.attention_norm, T, c.norm_eps);
         cap.keep(name(layer, "attention_norm"), xn, T, dim);
-        attention(layer, w, xn, attn_out);
-        cap.site(name(layer, "attention_out"), attn_out, T, dim);
-        b.add(x, x, attn_out, T * dim);  // h
+        if (cap.touches(name(layer, "attention_out"))) {
+            attention(layer, w, xn, attn_out);
+            cap.site(name(layer, "attention_out"), attn_out, T, dim);
+            b.add(x, x, attn_out, T * dim);  // h
+        } else {
+            attention(layer, w, xn, attn_out, x);  // h
+        }
         cap.keep(name(layer, "h"), x, T, dim);
 
         b.rmsnorm(xn, x, *w.ffn_norm, T, c.norm_eps);
         cap.keep(name(layer, "ffn_norm"), xn, T, dim);
-        feed_forward(layer, w, xn, ffn_out);
-        cap.site(name(layer, "ffn_out"), ffn_out, T, dim);
-        b.add(x, x, ffn_out, T * dim);  // out
+        if (cap.touches(name(layer, "ffn_out"))) {
+            feed_forward(layer, w, xn, ffn_out);
+            cap.site(name(layer, "ffn_out"), ffn_out, T, dim);
+            b.add(x, x, ffn_out, T * dim);  // out
+        } else {
+            feed_forward(layer, w, xn, ffn_out, x);  // out
+        }
         cap.site("h." + std::to_string(layer), x, T, dim);
     }
 };

@@ -229,6 +229,51 @@ TEST_CASE("matmul for prefill (T > 1) matches the CPU backend, streaming and til
     require_no_validation_messages();
 }
 
+TEST_CASE("matmul_add adds the product into its output, fused or not, as matmul then add does", "[vulkan]") {
+    // Decode and short prompts run the fused kernel (matvec.comp ACCUMULATE); from 2 tokens on with
+    // STRATA_VK_TILED_FROM=2 the tiled product and an add (the default). Either way: the CPU backend's result,
+    // and on the device bit for bit what matmul into scratch and add give.
+    for (const char* tiled_from : {"1000000", "2"}) {
+        INFO("STRATA_VK_TILED_FROM=" << tiled_from);
+        ScopedEnv tiled("STRATA_VK_TILED_FROM", tiled_from);
+        Backends backends;
+        for (DType type : kTypes) {
+            for (int64_t T : {1, 5}) {
+                const int64_t N = 40, K = 64;
+                INFO(dtype_name(type) << " T = " << T);
+                Filler f;
+                const int32_t ix = f.add(random_floats(T * K, 31));
+                const int32_t iy = f.add(random_floats(T * N, 32));
+                auto w = random_tensor("w", type, {N, K}, 33, 0.1f);
+                const Model& m = f.model();
+                std::vector<float> split;
+                auto run = [&](Backend& b, bool fused) {
+                    Buf x = b.alloc(T * K, "x"), scratch = b.alloc(T * N, "scratch");
+                    b.begin();
+                    f.fill(b, x, ix, T * K);
+                    b.submit();
+                    return run_guarded(b, f, T * N, [&](Buf out) {
+                        f.fill(b, out, iy, T * N);
+                        if (fused) {
+                            b.matmul_add(out, x, w->view, T, scratch);
+                        } else {
+                            b.matmul(scratch, x, w->view, T);
+                            b.add(out, out, scratch, T * N);
+                        }
+                    });
+                };
+                auto [got, want] = on_both(backends, m, [&](Backend& b) {
+                    if (b.info().backend == "vulkan") split = run(b, false);
+                    return run(b, true);
+                });
+                require_close(got, want, 2e-6 * std::sqrt(double(K)) + 1e-6);
+                CHECK(got == split);
+            }
+        }
+    }
+    require_no_validation_messages();
+}
+
 TEST_CASE("a weight split across several bindings gives the same result", "[vulkan]") {
     Backends backends;
     // 16 KiB per binding: w [130, 200] f32 (800-byte rows) becomes 27 chunks; x and out are split by tokens.

@@ -81,6 +81,10 @@ public:
     // out[t, :] = w @ x[t, :]   (x @ w^T)                                x: [T, in]; w: [out, in]; out: [T, out]
     // T == 1 is decode (matrix-vector), T > 1 is prefill (matrix-matrix).
     virtual void matmul(Buf out, Buf x, const TensorView& w, int64_t T) = 0;
+    // out[t, :] += w @ x[t, :]: a product added into the residual stream (wo, w2). A backend that fuses the add
+    // into the product overrides it; the default computes the product into scratch ([T, out]) and adds it, so
+    // the result is the same either way (one float32 add of the same sum).
+    virtual void matmul_add(Buf out, Buf x, const TensorView& w, int64_t T, Buf scratch);
     // Rotates interleaved pairs (Meta layout) of each head at positions pos0 .. pos0+T-1 by freqs_cis.
     // x: [T, n_heads * head_dim], in place.
     virtual void rope(Buf x, int64_t T, int64_t n_heads, int64_t pos0) = 0;

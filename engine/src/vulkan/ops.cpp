@@ -68,6 +68,11 @@ constexpr WeightVariants kMatvec{"matvec_f32", "matvec_f16", "matvec_bf16", "mat
                                  "matvec_q4_k", "matvec_q5_k", "matvec_q6_k"};
 constexpr WeightVariants kMatvecVec{"matvec_vec_f32", "matvec_vec_f16", "matvec_vec_bf16", "matvec_vec_q8_0",
                                     "matvec_vec_q4_0", "matvec_vec_q4_k", "matvec_vec_q5_k", "matvec_vec_q6_k"};
+constexpr WeightVariants kMatvecAdd{"matvec_add_f32", "matvec_add_f16", "matvec_add_bf16", "matvec_add_q8_0",
+                                    "matvec_add_q4_0", "matvec_add_q4_k", "matvec_add_q5_k", "matvec_add_q6_k"};
+constexpr WeightVariants kMatvecVecAdd{"matvec_vec_add_f32", "matvec_vec_add_f16", "matvec_vec_add_bf16",
+                                       "matvec_vec_add_q8_0", "matvec_vec_add_q4_0", "matvec_vec_add_q4_k",
+                                       "matvec_vec_add_q5_k", "matvec_vec_add_q6_k"};
 constexpr WeightVariants kMatmul{"matmul_f32", "matmul_f16", "matmul_bf16", "matmul_q8_0", "matmul_q4_0",
                                  "matmul_q4_k", "matmul_q5_k", "matmul_q6_k"};
 
@@ -218,9 +223,9 @@ bool VulkanBackend::matvec_vec_form(const DeviceTensor& d) {
     return d.cols % per_word == 0;
 }
 
-const Kernel& VulkanBackend::matvec_kernel(DType t, bool vec, uint32_t nt) {
-    return kernel(weight_variant(vec ? kMatvecVec : kMatvec, t), 3, sizeof(MatvecPush),
-                  {tuning_.matvec_workgroup, tuning_.matvec_rows, nt});
+const Kernel& VulkanBackend::matvec_kernel(DType t, bool vec, uint32_t nt, bool accumulate) {
+    const WeightVariants& v = accumulate ? (vec ? kMatvecVecAdd : kMatvecAdd) : (vec ? kMatvecVec : kMatvec);
+    return kernel(weight_variant(v, t), 3, sizeof(MatvecPush), {tuning_.matvec_workgroup, tuning_.matvec_rows, nt});
 }
 
 const Kernel& VulkanBackend::matmul_kernel(DType t) { return kernel(weight_variant(kMatmul, t), 3, sizeof(MatmulPush)); }
@@ -245,10 +250,16 @@ void VulkanBackend::prepare_kernels(const Model& model) {
         }
         if (name == "tok_embeddings") embed_kernel(d.dtype);
         if (name == "tok_embeddings" && !model.config.tie_embeddings) continue;  // read by rows, not a product
-        matvec_kernel(d.dtype, matvec_vec_form(d), 1);
-        // A prompt: the tiled matmul, or on a CPU device (where matvec also runs prompts) its widest pass.
-        matmul_kernel(d.dtype);
-        if (tuning_.matvec_max_tokens >= 8) matvec_kernel(d.dtype, matvec_vec_form(d), matvec_tokens(8));
+        // wo and w2 add into the residual stream (matmul_add) unless the trace keeps their products.
+        const bool adds = name.ends_with("attention.wo") || name.ends_with("feed_forward.w2");
+        for (bool accumulate : {false, true}) {
+            if (accumulate && !adds) continue;
+            matvec_kernel(d.dtype, matvec_vec_form(d), 1, accumulate);
+            // A prompt on a CPU device, where matvec also runs prompts: its widest pass.
+            if (tuning_.matvec_max_tokens >= 8)
+                matvec_kernel(d.dtype, matvec_vec_form(d), matvec_tokens(8), accumulate);
+        }
+        matmul_kernel(d.dtype);  // a prompt: the tiled matmul
     }
 }
 
@@ -259,25 +270,7 @@ void VulkanBackend::matmul(Buf out, Buf x, const TensorView& w, int64_t T) {
     const DeviceTensor& d = device_tensor(w);
     const int64_t K = d.cols, N = d.rows;  // w: [N, K]; x: [T, K]; out: [T, N]
 
-    if (T <= tuning_.matvec_max_tokens) {
-        // Decode and short prompts: stream the weights once per NT tokens. The 16-byte form needs whole
-        // 16-byte words per row and x on a 16-byte boundary.
-        const uint32_t nt = matvec_tokens(T);
-        const bool vec = matvec_vec_form(d) && (x.offset % 4) == 0;
-        const Kernel& k = matvec_kernel(d.dtype, vec, nt);
-        const int64_t per = std::max<int64_t>(1, max_binding_floats() / std::max(K, N));  // tokens per binding
-        for (const DeviceTensor::Chunk& c : d.chunks) {
-            for (int64_t t0 = 0; t0 < T; t0 += per) {
-                const int64_t tc = std::min(per, T - t0);
-                const Binding bs[] = {bind_weight(c), bind(x, t0 * K, tc * K, false, "matmul"),
-                                      bind(out, t0 * N + c.row0, (tc - 1) * N + c.rows, true, "matmul")};
-                const uint32_t row_groups = u32(ceil_div(static_cast<uint64_t>(c.rows), tuning_.matvec_rows));
-                const MatvecPush push{u32(c.rows), u32(K), u32(tc), bs[1].first, bs[2].first, u32(N), row_groups};
-                dispatch(k, bs, &push, uint64_t(row_groups) * ceil_div(static_cast<uint64_t>(tc), nt));
-            }
-        }
-        return;
-    }
+    if (T <= tuning_.matvec_max_tokens) return matvec(out, x, d, T, false);
 
     // Prefill: tiles of 64 tokens x 64 rows; tokens split further when x or out would exceed one binding.
     const Kernel& k = matmul_kernel(d.dtype);
@@ -292,6 +285,36 @@ void VulkanBackend::matmul(Buf out, Buf x, const TensorView& w, int64_t T) {
             dispatch(k, bs, &push, static_cast<uint64_t>(tiles_n) * ceil_div(static_cast<uint64_t>(tc), kTile));
         }
     }
+}
+
+void VulkanBackend::matvec(Buf out, Buf x, const DeviceTensor& d, int64_t T, bool accumulate) {
+    // Decode and short prompts: stream the weights once per NT tokens. The 16-byte form needs whole 16-byte
+    // words per row and x on a 16-byte boundary. With accumulate every output element is read and written by
+    // the one invocation that computes it.
+    const int64_t K = d.cols, N = d.rows;
+    const uint32_t nt = matvec_tokens(T);
+    const bool vec = matvec_vec_form(d) && (x.offset % 4) == 0;
+    const Kernel& k = matvec_kernel(d.dtype, vec, nt, accumulate);
+    const int64_t per = std::max<int64_t>(1, max_binding_floats() / std::max(K, N));  // tokens per binding
+    for (const DeviceTensor::Chunk& c : d.chunks) {
+        for (int64_t t0 = 0; t0 < T; t0 += per) {
+            const int64_t tc = std::min(per, T - t0);
+            const Binding bs[] = {bind_weight(c), bind(x, t0 * K, tc * K, false, "matmul"),
+                                  bind(out, t0 * N + c.row0, (tc - 1) * N + c.rows, true, "matmul")};
+            const uint32_t row_groups = u32(ceil_div(static_cast<uint64_t>(c.rows), tuning_.matvec_rows));
+            const MatvecPush push{u32(c.rows), u32(K), u32(tc), bs[1].first, bs[2].first, u32(N), row_groups};
+            dispatch(k, bs, &push, uint64_t(row_groups) * ceil_div(static_cast<uint64_t>(tc), nt));
+        }
+    }
+}
+
+void VulkanBackend::matmul_add(Buf out, Buf x, const TensorView& w, int64_t T, Buf scratch) {
+    require_recording("matmul_add");
+    if (T <= 0) return;
+    if (out.id == x.id) throw Error("vulkan backend: matmul_add output aliases its input (" + w.name + ")");
+    const DeviceTensor& d = device_tensor(w);
+    if (T > tuning_.matvec_max_tokens) return Backend::matmul_add(out, x, w, T, scratch);  // the tiled kernel
+    matvec(out, x, d, T, true);
 }
 
 // ---------------------------------------------------------------------------------------------- rope, attention

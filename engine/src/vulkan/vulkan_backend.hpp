@@ -107,6 +107,8 @@ public:
     void embed(Buf out, std::span<const int32_t> tokens) override;
     void rmsnorm(Buf out, Buf x, const TensorView& weight, int64_t T, float eps) override;
     void matmul(Buf out, Buf x, const TensorView& w, int64_t T) override;
+    // Fused (matvec.comp ACCUMULATE) where the matvec kernel runs, the default product-then-add elsewhere.
+    void matmul_add(Buf out, Buf x, const TensorView& w, int64_t T, Buf scratch) override;
     void rope(Buf x, int64_t T, int64_t n_heads, int64_t pos0) override;
     void attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs) override;
     void swiglu(Buf out, Buf a, Buf b, int64_t n) override;
@@ -183,7 +185,9 @@ private:
     // The kernels of the weight-reading ops, shared by the ops and prepare_kernels().
     uint32_t matvec_tokens(int64_t T) const;  // tokens matvec.comp takes per pass for a prompt of T
     static bool matvec_vec_form(const DeviceTensor& d);
-    const Kernel& matvec_kernel(DType t, bool vec, uint32_t nt);
+    const Kernel& matvec_kernel(DType t, bool vec, uint32_t nt, bool accumulate = false);
+    // The weight-streaming product of matmul (T <= matvec_max_tokens); accumulate: out += w x.
+    void matvec(Buf out, Buf x, const DeviceTensor& d, int64_t T, bool accumulate);
     const Kernel& matmul_kernel(DType t);
     const Kernel& embed_kernel(DType t);
     const Kernel& rmsnorm_kernel(DType t);
