@@ -186,6 +186,36 @@ TEST_CASE("prefill equals token-by-token decode, streaming and tiled prompt kern
     require_no_validation_messages();
 }
 
+TEST_CASE("the residual add fused into wo and w2 changes no bit of the pass", "[vulkan][model][golden]") {
+    // A trace that keeps attention_out and ffn_out takes the unfused path (product, then add); the default trace
+    // adds the products into the residual stream inside the matvec. Prefill and decode, same logits and
+    // residuals to the bit, and fewer dispatches and barriers per decode step.
+    const auto model = load_model(golden_hf_dir());
+    const auto tokens = prompt_tokens("short");
+    auto gpu = make_vulkan_synced();
+    gpu->load(*model);
+    Transformer tf(*model, *gpu);
+    TraceRequest split;
+    for (int64_t l = 0; l < model->config.n_layers; ++l)
+        for (const char* what : {".attention_out", ".ffn_out"})
+            split.names.insert("layers." + std::to_string(l) + what);
+    KVCache a(*gpu, model->config, 32), b(*gpu, model->config, 32);
+    const Trace fused = tf.prefill(a, tokens, TraceRequest{});
+    const Trace unfused = tf.prefill(b, tokens, split);
+    CHECK(fused.last_logits == unfused.last_logits);
+    CHECK(fused.find("h.1")->data == unfused.find("h.1")->data);
+    REQUIRE(unfused.find("layers.1.ffn_out") != nullptr);
+    CHECK(fused.find("layers.1.ffn_out") == nullptr);
+    const Trace fused_step = tf.decode(a, tokens[0], TraceRequest{});
+    const VulkanStepStats fused_stats = vulkan_last_step_stats(*gpu);
+    const Trace unfused_step = tf.decode(b, tokens[0], split);
+    const VulkanStepStats unfused_stats = vulkan_last_step_stats(*gpu);
+    CHECK(fused_step.last_logits == unfused_step.last_logits);
+    CHECK(fused_stats.dispatches + 2 * model->config.n_layers <= unfused_stats.dispatches);
+    CHECK(fused_stats.barriers < unfused_stats.barriers);
+    require_no_validation_messages();
+}
+
 TEST_CASE("greedy generation equals the CPU backend's, with the default trace", "[vulkan][model]") {
     const auto model = load_model(golden_hf_dir());
     auto cpu = make_cpu();

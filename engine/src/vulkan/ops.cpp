@@ -225,7 +225,8 @@ bool VulkanBackend::matvec_vec_form(const DeviceTensor& d) {
 
 const Kernel& VulkanBackend::matvec_kernel(DType t, bool vec, uint32_t nt, bool accumulate) {
     const WeightVariants& v = accumulate ? (vec ? kMatvecVecAdd : kMatvecAdd) : (vec ? kMatvecVec : kMatvec);
-    return kernel(weight_variant(v, t), 3, sizeof(MatvecPush), {tuning_.matvec_workgroup, tuning_.matvec_rows, nt});
+    return kernel(weight_variant(v, t), 3, sizeof(MatvecPush),
+                  {tuning_.matvec_workgroup, tuning_.matvec_rows, nt});
 }
 
 const Kernel& VulkanBackend::matmul_kernel(DType t) { return kernel(weight_variant(kMatmul, t), 3, sizeof(MatmulPush)); }
