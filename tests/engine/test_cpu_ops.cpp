@@ -9,6 +9,7 @@
 
 #include "catch.hpp"
 #include "strata/backend.hpp"
+#include "strata/cpu_isa.hpp"
 #include "strata/error.hpp"
 #include "strata/model.hpp"
 #include "support.hpp"
@@ -75,10 +76,11 @@ std::vector<float> random_values(size_t n, uint32_t seed, float scale = 1.0f) {
 
 struct Run {
     std::unique_ptr<Backend> b;
-    explicit Run(const Model& m, int threads = 0) {
+    explicit Run(const Model& m, int threads = 0, std::string cpu_isa = "") {
         BackendOptions o;
         o.name = "cpu";
         o.threads = threads;
+        o.cpu_isa = std::move(cpu_isa);
         b = make_backend(o);
         b->load(m);
     }
@@ -105,29 +107,34 @@ const char* dtype_label(DType t) { return t == DType::F32 ? "F32" : t == DType::
 }  // namespace
 
 TEST_CASE("cpu matmul matches a double reference for every stored type and T", "[cpu]") {
-    for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
-        // Odd sizes: rows not a multiple of the 4-row or 8-row blocks, columns not a multiple of 8 or 16.
-        for (auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 67}, {13, 200}, {64, 33}, {5, 3}}) {
-            for (int64_t T : {1, 2, 5, 9}) {
-                OpModel om;
-                const auto held = om.add("w", dtype, {rows, cols}, random_values(size_t(rows * cols), 11, 0.5f));
-                const auto x = random_values(size_t(T * cols), 12);
-                Run run(om.model);
-                Buf xb = run.upload(x);
-                Buf out = run.b->alloc(T * rows, "out");
-                run.b->begin();
-                run.b->matmul(out, xb, om.tensor("w"), T);
-                run.b->submit();
-                const auto got = run.read(out, T * rows);
-                std::vector<double> want(size_t(T * rows));
-                for (int64_t t = 0; t < T; ++t)
-                    for (int64_t r = 0; r < rows; ++r) {
-                        double s = 0;
-                        for (int64_t i = 0; i < cols; ++i) s += held[size_t(r * cols + i)] * x[size_t(t * cols + i)];
-                        want[size_t(t * rows + r)] = s;
-                    }
-                INFO(dtype_label(dtype) << " rows " << rows << " cols " << cols << " T " << T);
-                CHECK(rel_err(got, want) < 1e-6);
+    // Every instruction set this CPU has (the F16 decode kernel differs per set: 8-wide F16C, 16-wide AVX-512).
+    for (CpuIsa isa : supported_cpu_isas()) {
+        for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+            // Odd sizes: rows not a multiple of the 4-row or 8-row blocks, columns not a multiple of 8, 16 or 32.
+            for (auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 67}, {13, 200}, {64, 33}, {5, 3}}) {
+                for (int64_t T : {1, 2, 5, 9}) {
+                    OpModel om;
+                    const auto held = om.add("w", dtype, {rows, cols}, random_values(size_t(rows * cols), 11, 0.5f));
+                    const auto x = random_values(size_t(T * cols), 12);
+                    Run run(om.model, 0, std::string(cpu_isa_name(isa)));
+                    Buf xb = run.upload(x);
+                    Buf out = run.b->alloc(T * rows, "out");
+                    run.b->begin();
+                    run.b->matmul(out, xb, om.tensor("w"), T);
+                    run.b->submit();
+                    const auto got = run.read(out, T * rows);
+                    std::vector<double> want(size_t(T * rows));
+                    for (int64_t t = 0; t < T; ++t)
+                        for (int64_t r = 0; r < rows; ++r) {
+                            double s = 0;
+                            for (int64_t i = 0; i < cols; ++i)
+                                s += held[size_t(r * cols + i)] * x[size_t(t * cols + i)];
+                            want[size_t(t * rows + r)] = s;
+                        }
+                    INFO(cpu_isa_name(isa) << " " << dtype_label(dtype) << " rows " << rows << " cols " << cols
+                                           << " T " << T);
+                    CHECK(rel_err(got, want) < 1e-6);
+                }
             }
         }
     }

@@ -300,6 +300,7 @@ void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t
         return;
     }
 #ifdef STRATA_HAVE_F16C
+    if (w.dtype == DType::F16 && isa == CpuIsa::Avx512Vnni) return avx512::matvec_f16(w, x, out, r0, r1);
     if (w.dtype == DType::F16 && isa != CpuIsa::Generic) return f16c::matvec(w, x, out, r0, r1);
 #endif
     (void)isa;

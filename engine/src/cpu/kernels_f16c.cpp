@@ -45,15 +45,19 @@ void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t
     int64_t r = r0;
     for (; r + 4 <= r1; r += 4) {
         const std::byte* p[4] = {w.row_ptr(r), w.row_ptr(r + 1), w.row_ptr(r + 2), w.row_ptr(r + 3)};
-        if (r + 8 <= r1)  // the next four rows, ahead of the hardware prefetcher (dot_q8_x86.inc, dot_matrix)
-            for (int j = 4; j < 8; ++j) {
-                const std::byte* ahead = w.row_ptr(r + j);
-                for (int64_t off = 0; off < 2 * n; off += 64) __builtin_prefetch(ahead + off);
-            }
+        // The next four rows, ahead of the hardware prefetcher (which stops at every 4 KiB page), spread over
+        // this block's loop: one line of each next row per line of each row read, so the requests keep pace with
+        // the reads instead of arriving in one burst (dot_q8_x86.inc prefetches a row ahead in the same way).
+        const bool prefetch = r + 8 <= r1;
+        const std::byte* ahead[4] = {};
+        if (prefetch)
+            for (int j = 0; j < 4; ++j) ahead[j] = w.row_ptr(r + 4 + j);
         __m256 a[4], b[4];
         for (int j = 0; j < 4; ++j) a[j] = b[j] = _mm256_setzero_ps();
         int64_t i = 0;
         for (; i + 16 <= n; i += 16) {
+            if (prefetch && (i & 31) == 0)
+                for (int j = 0; j < 4; ++j) __builtin_prefetch(ahead[j] + 2 * i);
             const __m256 xa = _mm256_loadu_ps(x + i), xb = _mm256_loadu_ps(x + i + 8);
             for (int j = 0; j < 4; ++j) {
                 a[j] = _mm256_fmadd_ps(load8(p[j], i), xa, a[j]);
