@@ -46,7 +46,7 @@ void matmul_q8_rows(const TensorView& w, const quant::Q8Activations& x, int64_t 
 namespace avx512 {
 void tiles(const float* wblock, int64_t nrows, const float* x, int64_t T, int64_t n, float* out, int64_t out_stride,
            int64_t r_base);
-// Decode with F16 weights: f16c::matvec on 16-wide vectors (two vcvtph2ps + FMA per 32 weights of a row).
+// Decode with F16 weights on 16-wide vectors, one row at a time (a sequential stream per thread).
 void matvec_f16(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1);
 }  // namespace avx512
 

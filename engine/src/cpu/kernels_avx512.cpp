@@ -85,43 +85,19 @@ inline __attribute__((always_inline)) float load1(const std::byte* p, int64_t i)
 }  // namespace
 
 void matvec_f16(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1) {
-    // Four rows at once, two partial sums per row, as f16c::matvec, and its prefetch of the next four rows:
-    // one 64-byte line of each per iteration, the line each row reads.
+    // One row at a time, four partial sums: consecutive rows are consecutive bytes, so a thread's range of rows
+    // is one sequential stream, which the hardware prefetcher follows across pages (x stays in L1/L2).
     const int64_t n = w.cols();
-    int64_t r = r0;
-    for (; r + 4 <= r1; r += 4) {
-        const std::byte* p[4] = {w.row_ptr(r), w.row_ptr(r + 1), w.row_ptr(r + 2), w.row_ptr(r + 3)};
-        const bool prefetch = r + 8 <= r1;
-        const std::byte* ahead[4] = {};
-        if (prefetch)
-            for (int j = 0; j < 4; ++j) ahead[j] = w.row_ptr(r + 4 + j);
-        __m512 a[4], b[4];
-        for (int j = 0; j < 4; ++j) a[j] = b[j] = _mm512_setzero_ps();
-        int64_t i = 0;
-        for (; i + 32 <= n; i += 32) {
-            if (prefetch)
-                for (int j = 0; j < 4; ++j) __builtin_prefetch(ahead[j] + 2 * i);
-            const __m512 xa = _mm512_loadu_ps(x + i), xb = _mm512_loadu_ps(x + i + 16);
-            for (int j = 0; j < 4; ++j) {
-                a[j] = _mm512_fmadd_ps(load16(p[j], i), xa, a[j]);
-                b[j] = _mm512_fmadd_ps(load16(p[j], i + 16), xb, b[j]);
-            }
-        }
-        for (int j = 0; j < 4; ++j) {
-            float s = _mm512_reduce_add_ps(_mm512_add_ps(a[j], b[j]));
-            for (int64_t t = i; t < n; ++t) s += load1(p[j], t) * x[t];
-            out[r + j] = s;
-        }
-    }
-    for (; r < r1; ++r) {
+    for (int64_t r = r0; r < r1; ++r) {
         const std::byte* p = w.row_ptr(r);
-        __m512 a = _mm512_setzero_ps(), b = _mm512_setzero_ps();
+        __m512 a[4];
+        for (int k = 0; k < 4; ++k) a[k] = _mm512_setzero_ps();
         int64_t i = 0;
-        for (; i + 32 <= n; i += 32) {
-            a = _mm512_fmadd_ps(load16(p, i), _mm512_loadu_ps(x + i), a);
-            b = _mm512_fmadd_ps(load16(p, i + 16), _mm512_loadu_ps(x + i + 16), b);
-        }
-        float s = _mm512_reduce_add_ps(_mm512_add_ps(a, b));
+        for (; i + 64 <= n; i += 64)
+            for (int k = 0; k < 4; ++k)
+                a[k] = _mm512_fmadd_ps(load16(p, i + 16 * k), _mm512_loadu_ps(x + i + 16 * k), a[k]);
+        for (; i + 16 <= n; i += 16) a[0] = _mm512_fmadd_ps(load16(p, i), _mm512_loadu_ps(x + i), a[0]);
+        float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
         for (; i < n; ++i) s += load1(p, i) * x[i];
         out[r] = s;
     }
