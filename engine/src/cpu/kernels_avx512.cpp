@@ -1,7 +1,7 @@
 // The prefill's register tile for CPUs with AVX-512: 16-wide float vectors and 32 registers allow a 4-row x 6-token
 // tile (24 accumulators; 10 loads per 24 FMAs, against 6 per 8 for the generic 2 x 4 tile), and masked loads take
 // the last columns. Compiled for AVX-512 in a `#pragma GCC target` region below the includes and called only when
-// the CPU has it (CpuIsa::Avx512Vnni).
+// the CPU has it (CpuIsa::Avx512Vnni). Also the F16 decode kernel, matvec_f16, at the end.
 #include "cpu/kernels.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
