@@ -94,24 +94,54 @@ inline std::vector<int32_t> common_word_tokens(const Model& model) {
 
 struct InductionScore {
     double first = 0, second = 0;  // mean next-token loss inside the first and inside the second copy
+    // Per head (layer * n_heads + head): the prefix-matching score, the attention a token of the second copy puts
+    // on the token that followed its earlier occurrence, averaged over the queries of every sequence.
+    std::vector<double> prefix_matching;
     double ratio() const { return second / first; }
+    int best_head() const {
+        return int(std::max_element(prefix_matching.begin(), prefix_matching.end()) - prefix_matching.begin());
+    }
+    double best_score() const { return prefix_matching.at(size_t(best_head())); }
 };
 
-// [BOS] + s + s for n random spans s of `length` common tokens (a fixed seed): the second copy can be predicted
-// only by looking back at the first, which is what an induction head does.
+// [BOS] + s + g + s for n random spans s of 10 to `length` common tokens and gaps g of 0 to 10 (a fixed seed):
+// the second copy can be predicted only by looking back at the first, which is what an induction head does. The
+// span and the gap vary so that a head attending a fixed distance back does not pass for one (docs/demo-model.md).
 inline InductionScore induction_score(const Model& model, Backend& backend, int n, int length, uint64_t seed) {
     const std::vector<int32_t> pool = common_word_tokens(model);
+    const ModelConfig& c = model.config;
     std::mt19937_64 rng(seed);
     InductionScore s;
+    s.prefix_matching.assign(size_t(c.n_layers * c.n_heads), 0.0);
     for (int k = 0; k < n; ++k) {
-        std::vector<int32_t> span;
-        for (int i = 0; i < length; ++i) span.push_back(pool[rng() % pool.size()]);
-        std::vector<int32_t> ids = {model.config.bos_id};
+        const int L = 10 + int(rng() % uint64_t(length - 9)), gap = int(rng() % 11);
+        std::vector<int32_t> span, between;
+        for (int i = 0; i < L; ++i) span.push_back(pool[rng() % pool.size()]);
+        for (int i = 0; i < gap; ++i) between.push_back(pool[rng() % pool.size()]);
+        std::vector<int32_t> ids = {c.bos_id};
         ids.insert(ids.end(), span.begin(), span.end());
+        ids.insert(ids.end(), between.begin(), between.end());
         ids.insert(ids.end(), span.begin(), span.end());
+        const int64_t o = 1 + L + gap;  // where the second copy starts
         const std::vector<double> l = next_token_losses(model, backend, ids);  // l[p] predicts ids[p+1]
-        s.first += mean(std::vector<double>(l.begin() + 1, l.begin() + length)) / n;
-        s.second += mean(std::vector<double>(l.begin() + length + 1, l.begin() + 2 * length)) / n;
+        s.first += mean(std::vector<double>(l.begin() + 1, l.begin() + L)) / n;
+        s.second += mean(std::vector<double>(l.begin() + o, l.begin() + o + L - 1)) / n;
+
+        Transformer tf(model, backend);
+        KVCache cache(backend, c, static_cast<int64_t>(ids.size()));
+        TraceRequest req;
+        req.residuals = false;
+        req.attention_probs = true;
+        req.top_k = 0;
+        const Trace t = tf.prefill(cache, ids, req);
+        const int64_t T = static_cast<int64_t>(ids.size());
+        for (int64_t layer = 0; layer < c.n_layers; ++layer) {
+            const TracedTensor& p = t.tensors.at("layers." + std::to_string(layer) + ".attention.probs");
+            for (int64_t h = 0; h < c.n_heads; ++h)
+                for (int64_t i = 1; i + 1 < L; ++i)  // s[i] in the second copy attends to s[i+1] in the first
+                    s.prefix_matching[size_t(layer * c.n_heads + h)] +=
+                        double(p.data[size_t((h * T + o + i) * p.cols + 2 + i)]) / double(L - 2) / n;
+        }
     }
     return s;
 }
