@@ -42,22 +42,30 @@ inline const std::filesystem::path& random_demo_dir() {
     return dir;
 }
 
-// The logits at every position ([T, vocab], row-major) of one prefill.
-inline std::vector<float> all_logits(const Model& model, Backend& backend, const std::vector<int32_t>& ids) {
+// One prefill keeping the logits at every position ("logits", [T, vocab]) and, on request, the attention
+// probabilities of every layer.
+inline Trace prefill_all(const Model& model, Backend& backend, const std::vector<int32_t>& ids,
+                         bool attention_probs = false) {
     Transformer tf(model, backend);
     KVCache cache(backend, model.config, static_cast<int64_t>(ids.size()));
     TraceRequest req;
     req.residuals = false;
     req.logits_all_positions = true;
     req.keep_logits = true;
+    req.attention_probs = attention_probs;
     req.top_k = 0;
-    Trace t = tf.prefill(cache, ids, req);
-    return std::move(t.tensors.at("logits").data);
+    return tf.prefill(cache, ids, req);
 }
 
-// -log p(ids[p+1] | ids[..p]) for p in [0, T-1), under the full 128256-way softmax.
-inline std::vector<double> next_token_losses(const Model& model, Backend& backend, const std::vector<int32_t>& ids) {
-    const std::vector<float> logits = all_logits(model, backend, ids);
+// The logits at every position ([T, vocab], row-major) of one prefill.
+inline std::vector<float> all_logits(const Model& model, Backend& backend, const std::vector<int32_t>& ids) {
+    return std::move(prefill_all(model, backend, ids).tensors.at("logits").data);
+}
+
+// -log p(ids[p+1] | ids[..p]) for p in [0, T-1), under the full 128256-way softmax, from the logits of every
+// position.
+inline std::vector<double> next_token_losses(const Model& model, const std::vector<float>& logits,
+                                             const std::vector<int32_t>& ids) {
     const int64_t V = model.config.vocab_size;
     std::vector<double> out;
     for (size_t p = 0; p + 1 < ids.size(); ++p) {
@@ -68,6 +76,10 @@ inline std::vector<double> next_token_losses(const Model& model, Backend& backen
         out.push_back(mx + std::log(s) - double(row[ids[p + 1]]));
     }
     return out;
+}
+
+inline std::vector<double> next_token_losses(const Model& model, Backend& backend, const std::vector<int32_t>& ids) {
+    return next_token_losses(model, all_logits(model, backend, ids), ids);
 }
 
 inline double mean(const std::vector<double>& v) {
@@ -123,17 +135,10 @@ inline InductionScore induction_score(const Model& model, Backend& backend, int 
         ids.insert(ids.end(), between.begin(), between.end());
         ids.insert(ids.end(), span.begin(), span.end());
         const int64_t o = 1 + L + gap;  // where the second copy starts
-        const std::vector<double> l = next_token_losses(model, backend, ids);  // l[p] predicts ids[p+1]
+        const Trace t = prefill_all(model, backend, ids, true);
+        const std::vector<double> l = next_token_losses(model, t.tensors.at("logits").data, ids);  // l[p]: ids[p+1]
         s.first += mean(std::vector<double>(l.begin() + 1, l.begin() + L)) / n;
         s.second += mean(std::vector<double>(l.begin() + o, l.begin() + o + L - 1)) / n;
-
-        Transformer tf(model, backend);
-        KVCache cache(backend, c, static_cast<int64_t>(ids.size()));
-        TraceRequest req;
-        req.residuals = false;
-        req.attention_probs = true;
-        req.top_k = 0;
-        const Trace t = tf.prefill(cache, ids, req);
         const int64_t T = static_cast<int64_t>(ids.size());
         for (int64_t layer = 0; layer < c.n_layers; ++layer) {
             const TracedTensor& p = t.tensors.at("layers." + std::to_string(layer) + ".attention.probs");
