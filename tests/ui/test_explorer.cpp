@@ -337,6 +337,13 @@ TEST_CASE("with no model chosen the demonstration model is written and opened", 
         CHECK(std::filesystem::exists(cache / "demo" / "config.json"));
         CHECK(e.st().model()->config.is_demo);
         CHECK(wait_until([&] { return e.runs.count() == 1; }));
+        // The trained demo opens where docs/tour.md starts: the Attention view, at the strongest induction head of
+        // the default prompt (which repeats a span).
+        CHECK(e.w.tabs()->currentWidget() == e.w.attentionView());
+        AttentionView* av = e.w.attentionView();
+        REQUIRE(wait_until([&] { return av->strongestInductionHead().first >= 0; }));
+        const auto [layer, head] = av->strongestInductionHead();
+        CHECK(wait_until([&] { return e.st().layer() == layer && av->head() == head; }));
     }
     if (old.isEmpty()) qunsetenv("STRATA_CACHE_DIR");
     else qputenv("STRATA_CACHE_DIR", old);

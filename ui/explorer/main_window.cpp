@@ -560,6 +560,11 @@ void MainWindow::onModelLoaded(qint64 id, const ModelSummaryPtr& summary) {
         : tr("<b>demonstration model: random weights</b> \u2014 Llama 3 architecture and tokenizer, but its outputs "
              "mean nothing. Open a real checkpoint with File \u25b8 Open."));
     demoBanner_->setVisible(summary->config.is_demo);
+    // The trained demo opens where docs/tour.md starts: the Attention view, at the strongest induction head.
+    if (summary->config.demo_trained) {
+        tabs_->setCurrentWidget(attentionView_);
+        attentionView_->goToStrongestHeadNext();
+    }
     if (!summary->backendNote.isEmpty()) showError(tr("choosing the backend"), summary->backendNote);
     updateStatus();
     emit modelReady();

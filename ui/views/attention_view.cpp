@@ -207,6 +207,8 @@ void AttentionView::scoreInduction() {
         strongestButton_->setEnabled(false);
     }
     strongestButton_->setVisible(!strongestButton_->text().isEmpty());
+    if (run && std::exchange(followStrongest_, false) && strongest_.first >= 0)
+        QMetaObject::invokeMethod(strongestButton_, &QToolButton::click, Qt::QueuedConnection);
 }
 
 ViewPage::TensorExport AttentionView::tensorExport() const {

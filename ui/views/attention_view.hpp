@@ -39,6 +39,9 @@ public:
     const std::vector<std::vector<float>>& inductionScores() const { return induction_; }
     std::pair<int, int> strongestInductionHead() const { return strongest_; }
     QToolButton* strongestButton() const { return strongestButton_; }
+    // Go to the strongest induction head once the next run is scored (the trained demo opens so: the tour's first
+    // step); a run that repeats no token just clears the request.
+    void goToStrongestHeadNext() { followStrongest_ = true; }
 
 signals:
     void headChanged(int head);
@@ -56,6 +59,7 @@ private:
     std::weak_ptr<const RunResult> scoredRun_;  // the run the scores are of (weak: a hidden view keeps no old run)
     std::vector<std::vector<float>> induction_;
     std::pair<int, int> strongest_{-1, -1};
+    bool followStrongest_ = false;
 };
 
 class HeadGrid : public QWidget {
