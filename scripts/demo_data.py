@@ -282,31 +282,123 @@ REASONS = ["because it was raining", "because we were hungry", "because the shop
            "because we had guests", "because I was tired", "because the weather was nice"]
 
 
+def _third(base):
+    """The third-person present of a base verb: walks, watches, carries, goes."""
+    if base in ("go", "do"):
+        return base + "es"
+    if base == "have":
+        return "has"
+    if base.endswith(("ch", "sh", "x", "s")):
+        return base + "es"
+    if base.endswith("y") and base[-2] not in "aeiou":
+        return base[:-1] + "ies"
+    return base + "s"
+
+
+# Grammar pieces for everyday sentences: they combine freely, so the model learns how ordinary sentences go (a
+# subject, a verb, what and where and when, joined by and / so / because / but) rather than a few fixed shapes.
+GOINGS = [("go", "went"), ("walk", "walked"), ("run", "ran"), ("drive", "drove"), ("come", "came"),
+          ("hurry", "hurried")]
+FEELS = FEELINGS + ["busy", "cold", "warm", "late", "ready", "quiet", "sick", "glad", "sleepy", "angry"]
+QUOTES = ["Thank you!", "Good morning!", "Look at this!", "I am hungry.", "Let us go home.", "See you tomorrow!",
+          "What a nice day!", "Can I help you?", "It is time for dinner.", "Where are my keys?", "I like it.",
+          "Happy birthday!", "Be careful!", "That is a good idea."]
+PAST_WHEN = ["yesterday", "last week", "this morning", "this afternoon", "after work", "after dinner", "at noon",
+             "later that day", "the next day"] + [f"on {d}" for d in DAYS]
+NOW_WHEN = ["every day", "every morning", "in the morning", "in the evening", "at night", "on the weekend",
+            "after school", "in the summer", "in the winter", "every Sunday", "on Mondays"]
+SOME = ["some", "two", "three", "a lot of", "a few", "fresh"]
+
+
+def _subject(r, names):
+    """A subject and whether it takes a third-person verb."""
+    k = r.randrange(6)
+    if k == 0:
+        return "I", False
+    if k == 1:
+        return r.choice(["we", "they", f"{r.choice(PEOPLE)} and I", "my friends"]), False
+    if k == 2:
+        return r.choice(names), True
+    p = r.choice(PEOPLE)
+    return p, p not in ("the children", "my family") or p == "my family"
+
+
+def _place(r):
+    return r.choice([f"the {r.choice(ROOMS)}", r.choice(WHERE)])
+
+
+def _food_list(r):
+    f = r.sample(FOODS, r.randint(2, 4))
+    if r.random() < 0.5:
+        f[-1] = f"{r.choice(SOME)} {f[-1]}"
+    return (", ".join(f[:-1]) + " and " + f[-1]) if len(f) > 1 else f[0]
+
+
+def _clause(r, names, past=True):
+    """One clause: subject, verb and the rest, in the past (mostly) or the present."""
+    who, third = _subject(r, names)
+    k = r.randrange(9)
+    if k == 0:
+        base, pst, obj = r.choice(DOINGS)
+        verb = pst if past else _third(base) if third else base
+        return f"{who} {verb} {obj}" + (f" in {_place(r)}" if r.random() < 0.3 else "")
+    if k == 1:
+        base, pst = r.choice(GOINGS)
+        verb = pst if past else _third(base) if third else base
+        dest = r.choice(["home", f"to {_place(r)}", f"to {_place(r)}", "to work", "to school"])
+        return f"{who} {verb} {dest}" + (f" with {r.choice(PEOPLE)}" if r.random() < 0.3 else "")
+    if k == 2:
+        be = ("was" if third or who == "I" else "were") if past else ("is" if third else "am" if who == "I" else "are")
+        a, b = r.sample(FEELS, 2)
+        return f"{who} {be} {a}" + (f" and {b}" if r.random() < 0.3 else "")
+    if k == 3:
+        be = "was" if past else "is"
+        a, b = r.sample(ADJS, 2)
+        return f"the {r.choice(OBJECTS + ROOMS)} {be} {a}" + (f" and {b}" if r.random() < 0.4 else "")
+    if k == 4:
+        be = "was" if past else "is"
+        a, b = r.sample(WEATHER, 2)
+        return f"the weather {be} {a}" + (f" and {b}" if r.random() < 0.4 else "")
+    if k == 5:
+        verb = "bought" if past else _third("buy") if third else "buy"
+        return f"{who} {verb} {_food_list(r)}" + (f" at {r.choice(WHERE)}" if r.random() < 0.4 else "")
+    if k == 6:
+        base, _, obj = r.choice(DOINGS)
+        want = r.choice(["like", "want", "need", "have"])
+        verb = ("had" if want == "have" else want + "d") if past else _third(want) if third else want
+        return f"{who} {verb} to {base} {obj}"
+    if k == 7:
+        verb = r.choice(["ate", "cooked", "made", "had"]) if past else _third("eat") if third else "eat"
+        meal = r.choice(["breakfast", "lunch", "dinner", "soup", "a cake", "some bread", "rice and fish"])
+        return f"{who} {verb} {meal}" + (f" in the {r.choice(ROOMS)}" if r.random() < 0.4 else "")
+    verb = "saw" if past else _third("see") if third else "see"
+    return f"{who} {verb} a {r.choice(ADJS)} {r.choice(ANIMALS + [o for o in OBJECTS if o != 'shoes'])}" + \
+        (f" in {_place(r)}" if r.random() < 0.5 else "")
+
+
+def _sentence(r, names):
+    past = r.random() < 0.75
+    c = _clause(r, names, past)
+    u = r.random()
+    if u < 0.2:
+        c = f"{c}, so {_clause(r, names, past)}"
+    elif u < 0.35:
+        c = f"{c} because {_clause(r, names, past)}"
+    elif u < 0.5:
+        c = f"{c} and {_clause(r, names, past)}"
+    elif u < 0.55:
+        c = f"{c}, but {_clause(r, names, past)}"
+    if r.random() < 0.3:
+        when = r.choice(PAST_WHEN if past else NOW_WHEN)
+        c = f"{_cap(when)}, {c}" if r.random() < 0.5 else f"{c} {when}"
+    if r.random() < 0.06:
+        return f"{_cap(c)}. {_cap(r.choice(names))} said, \"{r.choice(QUOTES)}\""
+    return _cap(c) + "."
+
+
 def everyday(r):
-    s = []
-    for _ in range(r.randint(3, 7)):
-        who = r.choice(PEOPLE)
-        base, past, obj = r.choice(DOINGS)
-        k = r.randrange(9)
-        if k == 0:
-            s.append(f"{_cap(r.choice(WHEN))}, {who} {past} {obj}.")
-        elif k == 1:
-            s.append(f"I {r.choice(['like to', 'want to', 'have to', 'need to', 'love to'])} {base} {obj} {r.choice(WHEN)}.")
-        elif k == 2:
-            s.append(f"The {r.choice(OBJECTS)} in the {r.choice(ROOMS)} is {r.choice(ADJS)}.")
-        elif k == 3:
-            s.append(f"We {past} {obj} {r.choice(REASONS)}.")
-        elif k == 4:
-            s.append(f"{_cap(who)} is {r.choice(ADJS)} and {r.choice(FEELINGS)}.")
-        elif k == 5:
-            s.append(f"There is a {r.choice(ADJS)} {r.choice(OBJECTS)} on the {r.choice(OBJECTS)}.")
-        elif k == 6:
-            s.append(f"{_cap(r.choice(WHEN))} the weather is {r.choice(WEATHER)}, so we stay in the {r.choice(ROOMS)}.")
-        elif k == 7:
-            s.append(f"Can you {base} {obj}, please?")
-        else:
-            s.append(f"{_cap(who)} went to the {r.choice(ROOMS)} and {past} {obj}.")
-    return " ".join(s)
+    names = r.sample(NAMES, 2)
+    return " ".join(_sentence(r, names) for _ in range(r.randint(3, 7)))
 
 
 def common_words():
@@ -349,26 +441,41 @@ class Corpus:
 
     def document(self, r):
         u = r.random()
-        if u < 0.22:
+        if u < 0.18:
             return [BOS] + self.tok.encode(story(r))
-        if u < 0.37:
+        if u < 0.45:
             return [BOS] + self.tok.encode(everyday(r))
-        if u < 0.47:
+        if u < 0.54:
             return [BOS] + self.tok.encode(facts(r))
-        if u < 0.55:
+        if u < 0.60:
             return [BOS] + self.tok.encode(a_list(r))
-        if u < 0.63:
+        if u < 0.67:
             return [BOS] + self.tok.encode(arithmetic(r))
-        if u < 0.83:
+        if u < 0.85:
             return self.chat(r)
         return self.copy(r)
 
-    def stream(self, seed, copy_share=None):
-        """An endless token stream (documents back to back), the same for the same seed. With copy_share, that
-        fraction of the documents are copy sequences and the rest the usual mix."""
+    def documents(self, seed, copy_share=None):
+        """An endless stream of documents, the same for the same seed. With copy_share, that fraction of the
+        documents are copy sequences and the rest the usual mix."""
         r = random.Random(seed)
         while True:
             if copy_share is not None and r.random() < copy_share:
-                yield from self.copy(r)
+                yield self.copy(r)
             else:
-                yield from self.document(r)
+                yield self.document(r)
+
+    def stream(self, seed, copy_share=None):
+        """An endless token stream: the documents back to back."""
+        for d in self.documents(seed, copy_share):
+            yield from d
+
+    def rows(self, seed, length, copy_share=None):
+        """Endless training rows of `length` tokens, each starting at a document's <|begin_of_text|> as every
+        prompt does: documents back to back, and the one that overflows a row is cut there (its rest dropped)."""
+        row = []
+        for d in self.documents(seed, copy_share):
+            row += d
+            if len(row) >= length:
+                yield row[:length]
+                row = []

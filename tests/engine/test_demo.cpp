@@ -17,18 +17,18 @@ namespace {
 
 // Recorded from the shipped model (docs/demo-model.md gives the measured values; the bounds leave a margin for
 // other compilers and CPUs, whose float sums differ in the last bits).
-constexpr double DEMO_MAX_UNUSED_MASS = 0.0014;
-constexpr double DEMO_MAX_HELDOUT_LOSS = 2.392;
-constexpr double DEMO_MIN_FIRST_COPY_LOSS = 5.23;
-constexpr double DEMO_MAX_INDUCTION_RATIO = 1.506;
-constexpr double DEMO_MAX_EVERYDAY_LOSS = 6.19;
-// No induction head: the best prefix-matching score (layers.0 h7, 0.023) is recorded as an upper bound, so that a
-// model that forms one fails here and the bounds are set again from what it measures.
-constexpr double DEMO_MAX_PREFIX_MATCHING = 0.1;
+constexpr double DEMO_MAX_UNUSED_MASS = 0.0014;       // measured 0.00070
+constexpr double DEMO_MAX_HELDOUT_LOSS = 2.40;        // measured 2.327
+constexpr double DEMO_MIN_FIRST_COPY_LOSS = 5.5;      // measured 6.42: the first copy is random tokens
+constexpr double DEMO_MAX_INDUCTION_RATIO = 0.2;      // measured 0.134 (second copy 0.86 nats against 6.42)
+constexpr double DEMO_MAX_EVERYDAY_LOSS = 4.9;        // measured 4.735 (a unigram model of the training text: 5.40)
+// The induction head: the strongest prefix-matching head, and how strongly it matches (measured 0.950).
+constexpr const char* DEMO_INDUCTION_HEAD = "layers.1 h5";
+constexpr double DEMO_MIN_PREFIX_MATCHING = 0.8;
 constexpr const char* DEMO_PROMPT = "Once upon a time, there was a little";
-constexpr const char* DEMO_COMPLETION = " sheep named Sam. He liked to play with friends. One day, Sam went to the zoo and found a blue box";
+constexpr const char* DEMO_COMPLETION = " bird named Anna. She liked to play with friends. Anna had a friend named Anna. One day, Anna went to";
 constexpr const char* DEMO_CHAT_USER = "What is the capital of France?";
-constexpr const char* DEMO_CHAT_REPLY = "The capital of Germany is Berlin.<|eot_id|>";
+constexpr const char* DEMO_CHAT_REPLY = "The capital of France is Paris.<|eot_id|>";
 
 struct Demo {
     std::unique_ptr<Model> model;
@@ -143,9 +143,9 @@ TEST_CASE("the trained demo's held-out loss and induction score are within the r
     CHECK(held < DEMO_MAX_HELDOUT_LOSS);
     CHECK(ind.first > DEMO_MIN_FIRST_COPY_LOSS);  // the first copy is unpredictable: random tokens
     CHECK(ind.ratio() < DEMO_MAX_INDUCTION_RATIO);
-    // The head that would do it attends from a token of the second copy to what followed that token in the first.
-    // The shipped model has none (docs/demo-model.md): its strongest head is recorded, and stays far from 1.
-    CHECK(ind.best_score() < DEMO_MAX_PREFIX_MATCHING);
+    // The head that does it attends from a token of the second copy to what followed that token in the first.
+    CHECK(head == DEMO_INDUCTION_HEAD);
+    CHECK(ind.best_score() > DEMO_MIN_PREFIX_MATCHING);
 }
 
 TEST_CASE("the trained demo's everyday-English loss is far below a unigram model's", "[demo]") {

@@ -34,6 +34,10 @@ TEST_CASE("the trained demo on Vulkan: greedy tokens, held-out loss and inductio
                                                        << ref.first << ", " << ref.second << ", head "
                                                        << ref.best_head() << " at " << ref.best_score());
     CHECK(std::abs(ind.ratio() - ref.ratio()) < 2e-3);
+    // The induction head does its work on Vulkan too: the second copy is predicted from the first, by the same head.
+    CHECK(ind.ratio() < 0.3);
+    CHECK(ind.best_head() == ref.best_head());
+    CHECK(ind.best_score() > 0.8);
     // Every head's prefix-matching score, read from the attention probabilities each backend traced.
     REQUIRE(ind.prefix_matching.size() == ref.prefix_matching.size());
     for (size_t h = 0; h < ind.prefix_matching.size(); ++h) {

@@ -45,7 +45,10 @@ public:
     explicit MainWindow(QWidget* parent = nullptr);
     ~MainWindow() override;
 
-    static constexpr const char* kDefaultPrompt = "The capital of France is Paris, and the capital of Germany is";
+    // A span repeated (docs/tour.md starts here): the trained demo's induction heads in layer 1 look back to what
+    // followed each word the first time, and the model predicts " apple" again.
+    static constexpr const char* kDefaultPrompt =
+        "Tom said: river chair seven window happy garden cup apple. Tom said: river chair seven window happy garden cup";
 
     void openPath(const QString& path);
     void openDemo();
