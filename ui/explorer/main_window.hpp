@@ -48,7 +48,7 @@ public:
     // A span repeated (docs/tour.md starts here): the trained demo's induction heads in layer 1 look back to what
     // followed each word the first time, and the model predicts " apple" again.
     static constexpr const char* kDefaultPrompt =
-        "Tom said: river chair seven window happy garden cup apple. Tom said: river chair seven window happy garden cup";
+        "Tom said: seven river window happy cup apple. Tom said: seven river window happy cup";
 
     void openPath(const QString& path);
     void openDemo();

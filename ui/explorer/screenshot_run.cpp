@@ -70,9 +70,11 @@ ScreenshotRun::ScreenshotRun(MainWindow* w, const QString& dir, QObject* parent)
          [w] { return w->gainsView()->hasContent(); }},
         {QStringLiteral("07-attention"),
          [w, st, mid] {
-             w->selectPart(QStringLiteral("block/attention/softmax"), mid);
+             // The strongest induction head where the prompt repeats a span (the trained demo's default), else head 2.
+             const auto [layer, head] = w->attentionView()->strongestInductionHead();
+             w->selectPart(QStringLiteral("block/attention/softmax"), layer >= 0 ? layer : mid);
              w->showView(w->attentionView());
-             w->attentionView()->setHead(2);
+             w->attentionView()->setHead(head >= 0 ? head : 2);
              st->setPosition(st->positions() - 1);
          },
          [w] { return w->attentionView()->hasContent(); }},
@@ -94,7 +96,7 @@ ScreenshotRun::ScreenshotRun(MainWindow* w, const QString& dir, QObject* parent)
         // patching sweep, and attribution. The last setup clears the ablations so the chat's runs are plain.
         {QStringLiteral("10-ablation-heads-diff"),
          [st] {
-             // The head docs/interventions.md finds: the largest direct attribution of the default prompt's top token.
+             // The head docs/interventions.md finds on the random-weights model and its prompt (the largest direct attribution).
              st->setAblations({{QStringLiteral("layers.2.attention.heads.3"), false}});
          },
          [w, st] {
