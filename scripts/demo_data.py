@@ -320,7 +320,7 @@ def _subject(r, names):
     if k == 2:
         return r.choice(names), True
     p = r.choice(PEOPLE)
-    return p, p not in ("the children", "my family") or p == "my family"
+    return p, p != "the children"
 
 
 def _place(r):
@@ -331,7 +331,7 @@ def _food_list(r):
     f = r.sample(FOODS, r.randint(2, 4))
     if r.random() < 0.5:
         f[-1] = f"{r.choice(SOME)} {f[-1]}"
-    return (", ".join(f[:-1]) + " and " + f[-1]) if len(f) > 1 else f[0]
+    return ", ".join(f[:-1]) + " and " + f[-1]  # two to four foods
 
 
 def _clause(r, names, past=True):
