@@ -4,14 +4,28 @@
 // ROWS output rows of NT tokens, its invocations stride along the rows together (neighbours read neighbouring
 // words: coalesced), every weight loaded serves NT tokens and every x element ROWS rows, and with VEC each load
 // is 16 bytes (eight 16-bit or four 32-bit weights). Sums are float32 and reduced with subgroupAdd; only a
-// workgroup of several subgroups needs one shared-memory step (and its barrier). With ACCUMULATE the product is
-// added to what o holds (out += w x: the residual add fused into wo and w2, one dispatch and barrier fewer each).
+// workgroup of several subgroups needs one shared-memory step (and its barrier).
+// Epilogues, each saving a dispatch and a barrier on the decode path (every sum is computed exactly as without
+// them, so the results equal the unfused ops' bit for bit):
+//   ACCUMULATE  out += w x: the residual add fused into wo and w2.
+//   SWIGLU      out = silu(w1 x) * (w3 x): w3 bound second (binding 3); the workgroup sums ROWS rows of each.
+//   ROPE        out = the rows rotated as rope.comp does (xq, xk): a pair (2i, 2i+1) is two rows of one
+//               workgroup (ROWS even, the chunk's first row even: the host checks), cos and sin from its table.
 #extension GL_GOOGLE_include_directive : require
 layout(constant_id = 0) const uint WG = 128;
 layout(constant_id = 1) const uint ROWS = 2;
 layout(constant_id = 2) const uint NT = 1;
 layout(local_size_x_id = 0) in;
 #include "common.glsl"
+
+#ifdef SWIGLU
+#define WEIGHTS_B_BINDING 3
+#define WROWS (2u * ROWS)  // sums kept: ROWS rows of w1, then the same rows of w3
+#define SELECT(r) w_sel = (r) / ROWS
+#else
+#define WROWS ROWS
+#define SELECT(r)
+#endif
 
 #if !defined(WTYPE_F32) && !defined(WTYPE_F16) && !defined(WTYPE_BF16)
 // A GGUF block type: the weights as 32-bit words, read a unit (32 weights) at a time by quant.glsl. With VEC,
@@ -26,6 +40,12 @@ layout(std430, binding = 1) readonly restrict buffer X { float x[]; };
 #elif defined(VEC)
 // cols is a multiple of 8 (16-bit types) or 4 (f32) and x starts on a 16-byte boundary.
 layout(std430, binding = 0) readonly restrict buffer Weights { uvec4 w4[]; };
+#ifdef SWIGLU
+layout(std430, binding = 3) readonly restrict buffer WeightsB { uvec4 wb4[]; };
+#define W4(r, i) ((r) < ROWS ? w4[i] : wb4[i])
+#else
+#define W4(r, i) w4[i]
+#endif
 layout(std430, binding = 1) readonly restrict buffer X { vec4 x4[]; };
 #include "weights.glsl"
 #else
@@ -40,31 +60,45 @@ layout(std430, binding = 2) restrict buffer O { float o[]; };
 layout(std430, binding = 2) writeonly restrict buffer O { float o[]; };
 #define STORE(i, s) o[i] = (s)
 #endif
+#ifdef SWIGLU
+#include "silu.glsl"
+#endif
+#ifdef ROPE
+#include "rotary.glsl"
+layout(std430, binding = 3) readonly restrict buffer Table { float table[]; };  // [positions, half_dim, (cos, sin)]
+#endif
 layout(push_constant) uniform Push {
     uint rows; uint cols; uint T; uint x_first; uint o_first; uint o_stride; uint row_groups;
+#ifdef ROPE
+    uint row_base;     // the chunk's first row in the whole matrix (even)
+    uint half_dim;     // head_dim / 2
+    uint table_first;  // the table entry of token 0's pair 0
+#endif
 } p;
 
-shared float partial[ROWS * NT * WG];  // [ROWS * NT][subgroup]; WG slots cover any subgroup size
+shared float partial[WROWS * NT * WG];  // [WROWS * NT][subgroup]; WG slots cover any subgroup size
 
 void main() {
     const uint g = group_index();
     const uint row0 = (g % p.row_groups) * ROWS, t0 = (g / p.row_groups) * NT;
     if (t0 >= p.T) return;  // uniform across the workgroup, before the barrier
     const uint tid = gl_LocalInvocationID.x;
-    float acc[ROWS * NT];  // [row][token]
-    uint wrow[ROWS], xrow[NT];
-    for (uint r = 0u; r < ROWS; ++r) wrow[r] = min(row0 + r, p.rows - 1u);  // past the end: re-read, not written
+    float acc[WROWS * NT];  // [row][token]
+    uint wrow[WROWS], xrow[NT];
+    // Past the end: re-read, not written.
+    for (uint r = 0u; r < WROWS; ++r) wrow[r] = min(row0 + r % ROWS, p.rows - 1u);
     for (uint t = 0u; t < NT; ++t) xrow[t] = min(t0 + t, p.T - 1u);
-    for (uint i = 0u; i < ROWS * NT; ++i) acc[i] = 0.0;
+    for (uint i = 0u; i < WROWS * NT; ++i) acc[i] = 0.0;
 #if defined(WBLOCK)
     // Invocations stride over the units (32 weights) of the rows; a unit is widened once into registers and
     // serves the NT tokens, every x load serves the ROWS rows.
     const uint units = p.cols / UNIT_ELEMS;
     const uint row_bytes = row_byte0(1u, p.cols);
     for (uint u = tid; u < units; u += WG) {
-        vec4 w[ROWS * 8u];  // [row][quad]
-        for (uint r = 0u; r < ROWS; ++r) {
+        vec4 w[WROWS * 8u];  // [row][quad]
+        for (uint r = 0u; r < WROWS; ++r) {
             vec4 wr[8];
+            SELECT(r);
             unit_weights(unit_head(wrow[r] * row_bytes, u), wr);
             for (uint k = 0u; k < 8u; ++k) w[r * 8u + k] = wr[k];
         }
@@ -76,7 +110,7 @@ void main() {
 #else
                 const vec4 xv = vec4(x[xi + 4u * k], x[xi + 4u * k + 1u], x[xi + 4u * k + 2u], x[xi + 4u * k + 3u]);
 #endif
-                for (uint r = 0u; r < ROWS; ++r) acc[r * NT + t] += dot(w[r * 8u + k], xv);
+                for (uint r = 0u; r < WROWS; ++r) acc[r * NT + t] += dot(w[r * 8u + k], xv);
             }
         }
     }
@@ -85,60 +119,83 @@ void main() {
     const uint per_row = p.cols / 4u;  // 16-byte words per row
     const uint xq = p.x_first / 4u;
     for (uint q = tid; q < per_row; q += WG) {
-        vec4 w[ROWS];
-        for (uint r = 0u; r < ROWS; ++r) w[r] = uintBitsToFloat(w4[wrow[r] * per_row + q]);
+        vec4 w[WROWS];
+        for (uint r = 0u; r < WROWS; ++r) w[r] = uintBitsToFloat(W4(r, wrow[r] * per_row + q));
         for (uint t = 0u; t < NT; ++t) {
             const vec4 xv = x4[xq + xrow[t] * per_row + q];
-            for (uint r = 0u; r < ROWS; ++r) acc[r * NT + t] += dot(w[r], xv);
+            for (uint r = 0u; r < WROWS; ++r) acc[r * NT + t] += dot(w[r], xv);
         }
     }
 #else
     const uint per_row = p.cols / 8u;
     const uint xq = p.x_first / 4u;
     for (uint q = tid; q < per_row; q += WG) {
-        vec4 wa[ROWS], wb[ROWS];
-        for (uint r = 0u; r < ROWS; ++r) {
-            const uvec4 w = w4[wrow[r] * per_row + q];
+        vec4 wa[WROWS], wb[WROWS];
+        for (uint r = 0u; r < WROWS; ++r) {
+            const uvec4 w = W4(r, wrow[r] * per_row + q);
             wa[r] = widen_lo(w);
             wb[r] = widen_hi(w);
         }
         for (uint t = 0u; t < NT; ++t) {
             const uint xi = xq + xrow[t] * 2u * per_row + 2u * q;
             const vec4 xa = x4[xi], xb = x4[xi + 1u];
-            for (uint r = 0u; r < ROWS; ++r) acc[r * NT + t] += dot(wa[r], xa) + dot(wb[r], xb);
+            for (uint r = 0u; r < WROWS; ++r) acc[r * NT + t] += dot(wa[r], xa) + dot(wb[r], xb);
         }
     }
 #endif
 #else
     for (uint i = tid; i < p.cols; i += WG) {
-        float w[ROWS];
-        for (uint r = 0u; r < ROWS; ++r) w[r] = weight_at(wrow[r] * p.cols + i);
+        float w[WROWS];
+        for (uint r = 0u; r < WROWS; ++r) {
+            SELECT(r);
+            w[r] = weight_at(wrow[r] * p.cols + i);
+        }
         for (uint t = 0u; t < NT; ++t) {
             const float xi = x[p.x_first + xrow[t] * p.cols + i];
-            for (uint r = 0u; r < ROWS; ++r) acc[r * NT + t] += w[r] * xi;
+            for (uint r = 0u; r < WROWS; ++r) acc[r * NT + t] += w[r] * xi;
         }
     }
 #endif
-    if (gl_NumSubgroups == 1u) {
-        // One subgroup holds the whole workgroup: its sums are complete, no barrier needed.
-        for (uint i = 0u; i < ROWS * NT; ++i) {
-            const float s = subgroupAdd(acc[i]);
-            const uint r = i / NT, t = i % NT;
-            if (subgroupElect() && row0 + r < p.rows && t0 + t < p.T)
-                STORE(p.o_first + (t0 + t) * p.o_stride + row0 + r, s);
+    // The finished sums. One subgroup holds the whole workgroup: subgroupAdd completes them, no barrier needed
+    // and one elected invocation writes. Otherwise each subgroup's share goes through shared memory.
+    float s[WROWS * NT];
+    const bool one = gl_NumSubgroups == 1u;
+    if (one) {
+        for (uint i = 0u; i < WROWS * NT; ++i) s[i] = subgroupAdd(acc[i]);
+        if (!subgroupElect()) return;
+    } else {
+        for (uint i = 0u; i < WROWS * NT; ++i) {
+            const float v = subgroupAdd(acc[i]);
+            if (subgroupElect()) partial[i * WG + gl_SubgroupID] = v;
         }
-        return;
+        barrier();  // every subgroup's partial sums are in shared memory
+        for (uint i = 0u; i < WROWS * NT; ++i) {
+            s[i] = 0.0;
+            for (uint j = 0u; j < gl_NumSubgroups; ++j) s[i] += partial[i * WG + j];
+        }
     }
-    for (uint i = 0u; i < ROWS * NT; ++i) {
-        const float s = subgroupAdd(acc[i]);
-        if (subgroupElect()) partial[i * WG + gl_SubgroupID] = s;
+    const uint first = one ? 0u : tid, stride = one ? 1u : WG;
+#ifdef ROPE
+    // One item per pair of rows and token.
+    for (uint i = first; i < (ROWS / 2u) * NT; i += stride) {
+        const uint r = 2u * (i / NT), t = i % NT;
+        if (row0 + r >= p.rows || t0 + t >= p.T) continue;  // rows come in whole pairs
+        const uint pair = ((p.row_base + row0 + r) / 2u) % p.half_dim;
+        const uint c = p.table_first + 2u * ((t0 + t) * p.half_dim + pair);
+        const vec2 v = rotate_pair(s[r * NT + t], s[(r + 1u) * NT + t], table[c], table[c + 1u]);
+        const uint at = p.o_first + (t0 + t) * p.o_stride + row0 + r;
+        o[at] = v.x;
+        o[at + 1u] = v.y;
     }
-    barrier();  // every subgroup's partial sums are in shared memory
-    for (uint i = tid; i < ROWS * NT; i += WG) {
+#else
+    for (uint i = first; i < ROWS * NT; i += stride) {
         const uint r = i / NT, t = i % NT;
         if (row0 + r >= p.rows || t0 + t >= p.T) continue;
-        float s = 0.0;
-        for (uint j = 0u; j < gl_NumSubgroups; ++j) s += partial[i * WG + j];
-        STORE(p.o_first + (t0 + t) * p.o_stride + row0 + r, s);
+#ifdef SWIGLU
+        STORE(p.o_first + (t0 + t) * p.o_stride + row0 + r, silu_mul(s[i], s[ROWS * NT + i]));
+#else
+        STORE(p.o_first + (t0 + t) * p.o_stride + row0 + r, s[i]);
+#endif
     }
+#endif
 }

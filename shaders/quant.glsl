@@ -4,9 +4,9 @@
 //
 // Portability: the blocks are 34, 18, 144, 176 and 210 bytes, so half of the Q8_0, Q4_0 and Q6_K blocks start on
 // a 2-byte (not 4-byte) boundary. Rather than ask for storageBuffer8BitAccess / storageBuffer16BitAccess (not
-// every driver has them for storage buffers), the buffer is read as 32-bit words and a word at an even byte offset
-// is put together from two neighbours. Every field of every block lies at an even offset, so an f16 scale never
-// straddles two words.
+// every driver has them for storage buffers), the buffer is read as 32-bit words (W_WORD, weights.glsl) and a word
+// at an even byte offset is put together from two neighbours. Every field of every block lies at an even offset,
+// so an f16 scale never straddles two words.
 //
 // A unit is 32 consecutive weights of a row: one Q8_0 / Q4_0 block, or one eighth of a K super-block (for Q4_K and
 // Q5_K one sub-block with its own 6-bit scale and min; for Q6_K two sub-blocks of 16 with 8-bit scales). Its
@@ -40,12 +40,12 @@ uint row_byte0(uint row, uint cols) { return row * ((cols / BLOCK_ELEMS) * BLOCK
 // Both loads always happen and a select picks the result, so neighbouring invocations whose blocks differ in
 // alignment do not diverge; an aligned offset loads its own word twice, never one past the data.
 uint word_at(uint byte) {
-    const uint a = w_words[byte >> 2u], b = w_words[(byte + 2u) >> 2u];
+    const uint a = W_WORD(byte >> 2u), b = W_WORD((byte + 2u) >> 2u);
     return (byte & 2u) == 0u ? a : (a >> 16u) | (b << 16u);
 }
 
 // The 16 bits at an even byte offset.
-uint half_bits_at(uint byte) { return (w_words[byte >> 2u] >> ((byte & 2u) * 8u)) & 0xFFFFu; }
+uint half_bits_at(uint byte) { return (W_WORD(byte >> 2u) >> ((byte & 2u) * 8u)) & 0xFFFFu; }
 
 // IEEE binary16 to float32, exact for every input: subnormal scales (which a driver's unpackHalf2x16 might flush)
 // become the normal float32 they equal, inf and nan stay what they are.
@@ -83,7 +83,7 @@ struct UnitHead {
 // The 6-bit scale and min of sub-block j (0..7), from the 12 packed bytes at `at`: sub-blocks 0-3 keep theirs in
 // the low six bits of bytes j and j+4; 4-7 in the nibbles of byte j+4 with the top two bits from bytes j-4 and j.
 uvec2 scale_min(uint at, uint j) {
-    const uint s0 = w_words[at >> 2u], s1 = w_words[(at >> 2u) + 1u], s2 = w_words[(at >> 2u) + 2u];
+    const uint s0 = W_WORD(at >> 2u), s1 = W_WORD((at >> 2u) + 1u), s2 = W_WORD((at >> 2u) + 2u);
     const uint sh = (j & 3u) * 8u;
     const uint b0 = (s0 >> sh) & 0xFFu, b1 = (s1 >> sh) & 0xFFu, b2 = (s2 >> sh) & 0xFFu;
     if (j < 4u) return uvec2(b0 & 63u, b1 & 63u);
@@ -110,7 +110,7 @@ UnitHead unit_head(uint row0, uint u) {
     // w = d * scale_j * q - dmin * min_j. Sub-blocks 2c and 2c+1 share the 32 bytes qs[32c ..): low nibbles, then
     // high. Q5_K adds bit j of qh[l] as the fifth bit of element l of sub-block j.
     const uint blk = row0 + (u >> 3u) * BLOCK_BYTES, j = u & 7u;
-    const uint dm = w_words[blk >> 2u];
+    const uint dm = W_WORD(blk >> 2u);
     const uvec2 sm = scale_min(blk + 4u, j);
     h.a0 = half_to_float(dm & 0xFFFFu) * float(sm.x);
     h.a1 = h.a0;
@@ -148,11 +148,11 @@ vec4 unit_quad(UnitHead h, uint k) {
     const uint v = (word_at(h.q_byte + 4u * (k & 3u)) >> ((k >> 2u) * 4u)) & 0x0F0F0F0Fu;
     return h.a0 * (ubytes(v) - 8.0);
 #elif defined(WTYPE_Q4_K)
-    const uint v = (w_words[(h.q_byte >> 2u) + k] >> h.shift) & 0x0F0F0F0Fu;
+    const uint v = (W_WORD((h.q_byte >> 2u) + k) >> h.shift) & 0x0F0F0F0Fu;
     return h.a0 * ubytes(v) + h.b;
 #elif defined(WTYPE_Q5_K)
-    const uint lo = (w_words[(h.q_byte >> 2u) + k] >> h.shift) & 0x0F0F0F0Fu;
-    const uint hi = ((w_words[(h.h_byte >> 2u) + k] >> h.h_shift) & 0x01010101u) << 4u;
+    const uint lo = (W_WORD((h.q_byte >> 2u) + k) >> h.shift) & 0x0F0F0F0Fu;
+    const uint hi = ((W_WORD((h.h_byte >> 2u) + k) >> h.h_shift) & 0x01010101u) << 4u;
     return h.a0 * ubytes(lo | hi) + h.b;
 #elif defined(WTYPE_Q6_K)
     const uint lo = (word_at(h.q_byte + 4u * k) >> h.shift) & 0x0F0F0F0Fu;
@@ -165,15 +165,15 @@ vec4 unit_quad(UnitHead h, uint k) {
 // word). The last load is placed so that an aligned offset re-reads a word of its own, never one past the data.
 void words4(uint byte, out uint o[4]) {
     uint a[5];
-    for (uint k = 0u; k < 4u; ++k) a[k] = w_words[(byte >> 2u) + k];
-    a[4] = w_words[(byte + 14u) >> 2u];
+    for (uint k = 0u; k < 4u; ++k) a[k] = W_WORD((byte >> 2u) + k);
+    a[4] = W_WORD((byte + 14u) >> 2u);
     const bool odd = (byte & 2u) != 0u;
     for (uint k = 0u; k < 4u; ++k) o[k] = odd ? (a[k] >> 16u) | (a[k + 1u] << 16u) : a[k];
 }
 void words8(uint byte, out uint o[8]) {
     uint a[9];
-    for (uint k = 0u; k < 8u; ++k) a[k] = w_words[(byte >> 2u) + k];
-    a[8] = w_words[(byte + 30u) >> 2u];
+    for (uint k = 0u; k < 8u; ++k) a[k] = W_WORD((byte >> 2u) + k);
+    a[8] = W_WORD((byte + 30u) >> 2u);
     const bool odd = (byte & 2u) != 0u;
     for (uint k = 0u; k < 8u; ++k) o[k] = odd ? (a[k] >> 16u) | (a[k + 1u] << 16u) : a[k];
 }

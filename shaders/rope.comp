@@ -5,6 +5,7 @@
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = 256) in;
 #include "common.glsl"
+#include "rotary.glsl"
 layout(std430, binding = 0) buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer Table { float table[]; };  // [positions, head_dim / 2, (cos, sin)]
 layout(push_constant) uniform Push { uint T; uint pairs_per_row; uint half_dim; uint x_first; uint table_first; } p;
@@ -15,6 +16,7 @@ void main() {
     const uint c = p.table_first + 2u * (t * p.half_dim + pair);
     const float cs = table[c], sn = table[c + 1u];
     const float re = x[p.x_first + 2u * i], im = x[p.x_first + 2u * i + 1u];
-    x[p.x_first + 2u * i] = re * cs - im * sn;
-    x[p.x_first + 2u * i + 1u] = re * sn + im * cs;
+    const vec2 r = rotate_pair(re, im, cs, sn);
+    x[p.x_first + 2u * i] = r.x;
+    x[p.x_first + 2u * i + 1u] = r.y;
 }

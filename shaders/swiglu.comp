@@ -3,6 +3,7 @@
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = 256) in;
 #include "common.glsl"
+#include "silu.glsl"
 layout(std430, binding = 0) readonly buffer A { float a[]; };  // w1 x
 layout(std430, binding = 1) readonly buffer B { float b[]; };  // w3 x
 layout(std430, binding = 2) writeonly buffer O { float o[]; };
@@ -10,7 +11,5 @@ layout(push_constant) uniform Push { uint n; uint a_first; uint b_first; uint o_
 void main() {
     const uint i = global_index();
     if (i >= p.n) return;
-    const float x = a[p.a_first + i];
-    // For very negative x, exp(-x) overflows to inf and the quotient is -0, as silu's limit says.
-    o[p.o_first + i] = x / (1.0 + exp(-x)) * b[p.b_first + i];
+    o[p.o_first + i] = silu_mul(a[p.a_first + i], b[p.b_first + i]);
 }

@@ -1,7 +1,8 @@
 # Every shader variant: "name|source.comp|DEFINE=1,OTHER=2". The Vulkan backend asks for variants by name.
 # Weight-reading kernels come once per stored type (widened to float32 in the shader); matvec also in a
-# 16-byte-load form (VEC) for rows whose length allows it, and both forms again adding into their output
-# (ACCUMULATE: the residual add fused into wo and w2).
+# 16-byte-load form (VEC) for rows whose length allows it, and both forms again with an epilogue: adding into
+# their output (ACCUMULATE: the residual add fused into wo and w2), w1 and w3 with SwiGLU (SWIGLU), RoPE on the
+# q/k projections (ROPE).
 set(STRATA_SHADER_VARIANTS
   "add|add.comp"
   "copy|copy.comp"
@@ -23,6 +24,10 @@ foreach(wtype IN ITEMS f32 f16 bf16)
     "matvec_vec_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1"
     "matvec_add_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ACCUMULATE=1"
     "matvec_vec_add_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ACCUMULATE=1"
+    "matvec_swiglu_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,SWIGLU=1"
+    "matvec_vec_swiglu_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,SWIGLU=1"
+    "matvec_rope_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ROPE=1"
+    "matvec_vec_rope_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ROPE=1"
     "matmul_${wtype}|matmul.comp|WTYPE_${WTYPE}=1")
 endforeach()
 # GGUF block types (quant.glsl): read from their blocks by embed, matvec (scalar or 16-byte x loads) and matmul.
@@ -34,5 +39,9 @@ foreach(wtype IN ITEMS q8_0 q4_0 q4_k q5_k q6_k)
     "matvec_vec_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1"
     "matvec_add_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ACCUMULATE=1"
     "matvec_vec_add_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ACCUMULATE=1"
+    "matvec_swiglu_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,SWIGLU=1"
+    "matvec_vec_swiglu_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,SWIGLU=1"
+    "matvec_rope_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ROPE=1"
+    "matvec_vec_rope_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ROPE=1"
     "matmul_${wtype}|matmul.comp|WTYPE_${WTYPE}=1")
 endforeach()

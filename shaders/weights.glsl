@@ -10,6 +10,15 @@
 
 #if defined(WEIGHTS_BINDING)
 layout(std430, binding = WEIGHTS_BINDING) readonly buffer Weights { uint w_words[]; };
+#if defined(WEIGHTS_B_BINDING)
+// A second matrix of the same type and shape (matvec.comp SWIGLU reads w1 and w3 in one pass): w_sel picks the
+// one that the readers below see, 0 the first, 1 the second.
+layout(std430, binding = WEIGHTS_B_BINDING) readonly buffer WeightsB { uint wb_words[]; };
+uint w_sel = 0u;
+#define W_WORD(i) (w_sel == 0u ? w_words[i] : wb_words[i])
+#else
+#define W_WORD(i) w_words[i]
+#endif
 
 #if defined(WBLOCK)
 #include "quant.glsl"
@@ -18,13 +27,13 @@ layout(std430, binding = WEIGHTS_BINDING) readonly buffer Weights { uint w_words
 // Element i of the weight buffer (row-major, rows packed), as float32.
 float weight_at(uint i) {
 #if defined(WTYPE_F32)
-    return uintBitsToFloat(w_words[i]);
+    return uintBitsToFloat(W_WORD(i));
 #elif defined(WTYPE_F16)
     // Little-endian: element 2j is the low half of word j.
-    return unpackHalf2x16(w_words[i >> 1])[i & 1u];
+    return unpackHalf2x16(W_WORD(i >> 1))[i & 1u];
 #elif defined(WTYPE_BF16)
     // bfloat16 is the high half of a float32: shift it into place.
-    const uint word = w_words[i >> 1];
+    const uint word = W_WORD(i >> 1);
     return uintBitsToFloat((i & 1u) != 0u ? (word & 0xFFFF0000u) : (word << 16));
 #else
 #error "define WTYPE_F32, WTYPE_F16, WTYPE_BF16 or a block type"

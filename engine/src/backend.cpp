@@ -22,6 +22,18 @@ void Backend::matmul_add(Buf out, Buf x, const TensorView& w, int64_t T, Buf scr
     add(out, out, scratch, T * w.rows());
 }
 
+void Backend::matmul_swiglu(Buf out, Buf x, const TensorView& w1, const TensorView& w3, int64_t T, Buf a_scratch,
+                            Buf b_scratch) {
+    matmul(a_scratch, x, w1, T);
+    matmul(b_scratch, x, w3, T);
+    swiglu(out, a_scratch, b_scratch, T * w1.rows());
+}
+
+void Backend::matmul_rope(Buf out, Buf x, const TensorView& w, int64_t T, int64_t n_heads, int64_t pos0) {
+    matmul(out, x, w, T);
+    rope(out, T, n_heads, pos0);
+}
+
 std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
     if (options.name == "cpu") return std::make_unique<cpu::CpuBackend>(options);
     if (options.name == "vulkan") {

@@ -272,11 +272,10 @@ struct Pass {
         Buf xq = s.xq.at(0, T * q_dim);                                   // [T, n_heads * head_dim]
         Buf xk = cache.k(layer).at(pos0 * kv_dim, T * kv_dim);            // [T, n_kv_heads * head_dim] cache rows
         Buf xv = cache.v(layer).at(pos0 * kv_dim, T * kv_dim);            // [T, n_kv_heads * head_dim] cache rows
-        b.matmul(xq, x, *w.wq, T);
-        b.matmul(xk, x, *w.wk, T);
+        // RoPE goes into the q and k products (Backend::matmul_rope): nothing reads them before the rotation.
+        b.matmul_rope(xq, x, *w.wq, T, c.n_heads, pos0);
+        b.matmul_rope(xk, x, *w.wk, T, c.n_kv_heads, pos0);
         b.matmul(xv, x, *w.wv, T);
-        b.rope(xq, T, c.n_heads, pos0);
-        b.rope(xk, T, c.n_kv_heads, pos0);
         cap.keep(name(layer, "q"), xq, T, q_dim);
         cap.keep(name(layer, "k"), xk, T, kv_dim);
         cap.keep(name(layer, "v"), xv, T, kv_dim);
@@ -293,16 +292,15 @@ struct Pass {
         else b.matmul(out, output, *w.wo, T);
     }
 
-    // FeedForward.forward: w2(silu(w1(x)) * w3(x)).
+    // FeedForward.forward: w2(silu(w1(x)) * w3(x)). w1 and w3 with the gate are one op (Backend::matmul_swiglu):
+    // nothing reads their products on their own; a and g are its scratch where a backend does not fuse it.
     void feed_forward(int64_t layer, const LayerWeights& w, Buf x /* [T, dim] */, Buf out /* [T, dim] */,
                       Buf residual = {}) {
         const int64_t hd = c.hidden_dim;
         Buf a = s.ffn_a.at(0, T * hd);              // [T, hidden_dim]
         Buf g = s.ffn_b.at(0, T * hd);              // [T, hidden_dim]
         Buf hidden = s.ffn_hidden.at(0, T * hd);    // [T, hidden_dim]
-        b.matmul(a, x, *w.w1, T);
-        b.matmul(g, x, *w.w3, T);
-        b.swiglu(hidden, a, g, T * hd);
+        b.matmul_swiglu(hidden, x, *w.w1, *w.w3, T, a, g);
         cap.site(name(layer, "ffn_hidden"), hidden, T, hd);
         if (residual.valid()) b.matmul_add(residual, hidden, *w.w2, T, out);
         else b.matmul(out, hidden, *w.w2, T);

@@ -85,6 +85,14 @@ public:
     // into the product overrides it; the default computes the product into scratch ([T, out]) and adds it, so
     // the result is the same either way (one float32 add of the same sum).
     virtual void matmul_add(Buf out, Buf x, const TensorView& w, int64_t T, Buf scratch);
+    // out[t, :] = silu(w1 @ x[t, :]) * (w3 @ x[t, :]): FeedForward's gate from its two products. A backend that
+    // computes both products in one pass and applies the gate there overrides it; the default computes them into
+    // a_scratch and b_scratch ([T, hidden_dim] each) and runs swiglu, so the result is the same either way.
+    virtual void matmul_swiglu(Buf out, Buf x, const TensorView& w1, const TensorView& w3, int64_t T, Buf a_scratch,
+                               Buf b_scratch);
+    // out[t, :] = rope(w @ x[t, :]) at positions pos0 .. pos0+T-1: a q or k projection with the rotary embedding
+    // applied as its epilogue (n_heads heads of head_dim in a row). The default is matmul, then rope in place.
+    virtual void matmul_rope(Buf out, Buf x, const TensorView& w, int64_t T, int64_t n_heads, int64_t pos0);
     // Rotates interleaved pairs (Meta layout) of each head at positions pos0 .. pos0+T-1 by freqs_cis.
     // x: [T, n_heads * head_dim], in place.
     virtual void rope(Buf x, int64_t T, int64_t n_heads, int64_t pos0) = 0;

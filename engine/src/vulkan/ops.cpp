@@ -38,7 +38,9 @@ struct RmsnormPush {
 };
 struct MatvecPush {
     uint32_t rows, cols, T, x_first, o_first, o_stride, row_groups;
+    uint32_t row_base, half_dim, table_first;  // ROPE only: the other variants declare the fields above
 };
+constexpr uint32_t kMatvecPushBytes = 7 * sizeof(uint32_t);
 struct MatmulPush {
     uint32_t T, rows, cols, x_first, o_first, o_stride, tiles_n;
 };
@@ -73,6 +75,17 @@ constexpr WeightVariants kMatvecAdd{"matvec_add_f32", "matvec_add_f16", "matvec_
 constexpr WeightVariants kMatvecVecAdd{"matvec_vec_add_f32", "matvec_vec_add_f16", "matvec_vec_add_bf16",
                                        "matvec_vec_add_q8_0", "matvec_vec_add_q4_0", "matvec_vec_add_q4_k",
                                        "matvec_vec_add_q5_k", "matvec_vec_add_q6_k"};
+constexpr WeightVariants kMatvecSwiglu{"matvec_swiglu_f32", "matvec_swiglu_f16", "matvec_swiglu_bf16",
+                                      "matvec_swiglu_q8_0", "matvec_swiglu_q4_0", "matvec_swiglu_q4_k",
+                                      "matvec_swiglu_q5_k", "matvec_swiglu_q6_k"};
+constexpr WeightVariants kMatvecVecSwiglu{"matvec_vec_swiglu_f32", "matvec_vec_swiglu_f16", "matvec_vec_swiglu_bf16",
+                                         "matvec_vec_swiglu_q8_0", "matvec_vec_swiglu_q4_0", "matvec_vec_swiglu_q4_k",
+                                         "matvec_vec_swiglu_q5_k", "matvec_vec_swiglu_q6_k"};
+constexpr WeightVariants kMatvecRope{"matvec_rope_f32", "matvec_rope_f16", "matvec_rope_bf16", "matvec_rope_q8_0",
+                                    "matvec_rope_q4_0", "matvec_rope_q4_k", "matvec_rope_q5_k", "matvec_rope_q6_k"};
+constexpr WeightVariants kMatvecVecRope{"matvec_vec_rope_f32", "matvec_vec_rope_f16", "matvec_vec_rope_bf16",
+                                       "matvec_vec_rope_q8_0", "matvec_vec_rope_q4_0", "matvec_vec_rope_q4_k",
+                                       "matvec_vec_rope_q5_k", "matvec_vec_rope_q6_k"};
 constexpr WeightVariants kMatmul{"matmul_f32", "matmul_f16", "matmul_bf16", "matmul_q8_0", "matmul_q4_0",
                                  "matmul_q4_k", "matmul_q5_k", "matmul_q6_k"};
 
@@ -207,12 +220,12 @@ void VulkanBackend::rmsnorm(Buf out, Buf x, const TensorView& weight, int64_t T,
 
 // ---------------------------------------------------------------------------------------------- matmul
 
-uint32_t VulkanBackend::matvec_tokens(int64_t T) const {
+uint32_t VulkanBackend::matvec_tokens(int64_t T, Epilogue e) const {
     uint32_t nt = T == 1 ? 1 : T == 2 ? 2 : T <= 4 ? 4 : 8;
-    // matvec.comp keeps ROWS * NT * WG partial sums in shared memory: fewer tokens per pass if they do not fit.
-    while (nt > 1 && uint64_t(tuning_.matvec_rows) * nt * tuning_.matvec_workgroup * 4 >
-                         ctx_->limits().maxComputeSharedMemorySize)
-        nt /= 2;
+    // matvec.comp keeps ROWS * NT * WG partial sums in shared memory (twice that with SWIGLU): fewer tokens per
+    // pass if they do not fit.
+    const uint64_t rows = uint64_t(tuning_.matvec_rows) * (e == Epilogue::Swiglu ? 2 : 1);
+    while (nt > 1 && rows * nt * tuning_.matvec_workgroup * 4 > ctx_->limits().maxComputeSharedMemorySize) nt /= 2;
     return nt;
 }
 
@@ -223,10 +236,16 @@ bool VulkanBackend::matvec_vec_form(const DeviceTensor& d) {
     return d.cols % per_word == 0;
 }
 
-const Kernel& VulkanBackend::matvec_kernel(DType t, bool vec, uint32_t nt, bool accumulate) {
-    const WeightVariants& v = accumulate ? (vec ? kMatvecVecAdd : kMatvecAdd) : (vec ? kMatvecVec : kMatvec);
-    return kernel(weight_variant(v, t), 3, sizeof(MatvecPush),
-                  {tuning_.matvec_workgroup, tuning_.matvec_rows, nt});
+const Kernel& VulkanBackend::matvec_kernel(DType t, bool vec, uint32_t nt, Epilogue e) {
+    const WeightVariants* v = nullptr;
+    uint32_t buffers = 3, push = kMatvecPushBytes;
+    switch (e) {
+        case Epilogue::Store: v = vec ? &kMatvecVec : &kMatvec; break;
+        case Epilogue::Add: v = vec ? &kMatvecVecAdd : &kMatvecAdd; break;
+        case Epilogue::Swiglu: v = vec ? &kMatvecVecSwiglu : &kMatvecSwiglu, buffers = 4; break;
+        case Epilogue::Rope: v = vec ? &kMatvecVecRope : &kMatvecRope, buffers = 4, push = sizeof(MatvecPush); break;
+    }
+    return kernel(weight_variant(*v, t), buffers, push, {tuning_.matvec_workgroup, tuning_.matvec_rows, nt});
 }
 
 const Kernel& VulkanBackend::matmul_kernel(DType t) { return kernel(weight_variant(kMatmul, t), 3, sizeof(MatmulPush)); }
@@ -251,14 +270,19 @@ void VulkanBackend::prepare_kernels(const Model& model) {
         }
         if (name == "tok_embeddings") embed_kernel(d.dtype);
         if (name == "tok_embeddings" && !model.config.tie_embeddings) continue;  // read by rows, not a product
-        // wo and w2 add into the residual stream (matmul_add) unless the trace keeps their products.
+        // wo and w2 add into the residual stream (matmul_add) unless the trace keeps their products; w1 runs
+        // with w3 and the gate (matmul_swiglu); wq and wk with RoPE (matmul_rope). Every weight also plainly.
+        std::vector<Epilogue> epilogues{Epilogue::Store};
         const bool adds = name.ends_with("attention.wo") || name.ends_with("feed_forward.w2");
-        for (bool accumulate : {false, true}) {
-            if (accumulate && !adds) continue;
-            matvec_kernel(d.dtype, matvec_vec_form(d), 1, accumulate);
+        const bool rotates = (name.ends_with("attention.wq") && rope_fusable(d, model.config.n_heads)) ||
+                             (name.ends_with("attention.wk") && rope_fusable(d, model.config.n_kv_heads));
+        if (tuning_.fuse && adds) epilogues.push_back(Epilogue::Add);
+        if (tuning_.fuse && name.ends_with("feed_forward.w1")) epilogues.push_back(Epilogue::Swiglu);
+        if (tuning_.fuse && rotates) epilogues.push_back(Epilogue::Rope);
+        for (Epilogue e : epilogues) {
+            matvec_kernel(d.dtype, matvec_vec_form(d), 1, e);
             // A prompt on a CPU device, where matvec also runs prompts: its widest pass.
-            if (tuning_.matvec_max_tokens >= 8)
-                matvec_kernel(d.dtype, matvec_vec_form(d), matvec_tokens(8), accumulate);
+            if (tuning_.matvec_max_tokens >= 8) matvec_kernel(d.dtype, matvec_vec_form(d), matvec_tokens(8, e), e);
         }
         matmul_kernel(d.dtype);  // a prompt: the tiled matmul
     }
@@ -271,7 +295,7 @@ void VulkanBackend::matmul(Buf out, Buf x, const TensorView& w, int64_t T) {
     const DeviceTensor& d = device_tensor(w);
     const int64_t K = d.cols, N = d.rows;  // w: [N, K]; x: [T, K]; out: [T, N]
 
-    if (T <= tuning_.matvec_max_tokens) return matvec(out, x, d, T, false);
+    if (T <= tuning_.matvec_max_tokens) return matvec(out, x, d, T, Epilogue::Store);
 
     // Prefill: tiles of 64 tokens x 64 rows; tokens split further when x or out would exceed one binding.
     const Kernel& k = matmul_kernel(d.dtype);
@@ -288,23 +312,41 @@ void VulkanBackend::matmul(Buf out, Buf x, const TensorView& w, int64_t T) {
     }
 }
 
-void VulkanBackend::matvec(Buf out, Buf x, const DeviceTensor& d, int64_t T, bool accumulate) {
+void VulkanBackend::matvec(Buf out, Buf x, const DeviceTensor& d, int64_t T, Epilogue e, const DeviceTensor* w3,
+                           int64_t pos0) {
     // Decode and short prompts: stream the weights once per NT tokens. The 16-byte form needs whole 16-byte
-    // words per row and x on a 16-byte boundary. With accumulate every output element is read and written by
-    // the one invocation that computes it.
+    // words per row and x on a 16-byte boundary. In every epilogue each output element is read and written only
+    // by the invocation that finishes its sum (with ROPE, its pair's partner too).
     const int64_t K = d.cols, N = d.rows;
-    const uint32_t nt = matvec_tokens(T);
+    const uint32_t nt = matvec_tokens(T, e);
     const bool vec = matvec_vec_form(d) && (x.offset % 4) == 0;
-    const Kernel& k = matvec_kernel(d.dtype, vec, nt, accumulate);
+    const Kernel& k = matvec_kernel(d.dtype, vec, nt, e);
+    const int64_t half = e == Epilogue::Rope ? config("matmul_rope").head_dim / 2 : 0;
+    if (e == Epilogue::Rope) ensure_rope_table(pos0 + T);
+    const int64_t table_floats = e == Epilogue::Rope ? slots_[rope_table_].floats : 0;
     const int64_t per = std::max<int64_t>(1, max_binding_floats() / std::max(K, N));  // tokens per binding
-    for (const DeviceTensor::Chunk& c : d.chunks) {
+    for (size_t ci = 0; ci < d.chunks.size(); ++ci) {
+        const DeviceTensor::Chunk& c = d.chunks[ci];
         for (int64_t t0 = 0; t0 < T; t0 += per) {
             const int64_t tc = std::min(per, T - t0);
-            const Binding bs[] = {bind_weight(c), bind(x, t0 * K, tc * K, false, "matmul"),
-                                  bind(out, t0 * N + c.row0, (tc - 1) * N + c.rows, true, "matmul")};
+            Binding bs[4] = {bind_weight(c), bind(x, t0 * K, tc * K, false, "matmul"),
+                             bind(out, t0 * N + c.row0, (tc - 1) * N + c.rows, true, "matmul")};
+            if (e == Epilogue::Swiglu) bs[3] = bind_weight(w3->chunks[ci]);  // the same rows of w3
+            // The whole table where one binding holds it, with the position in the push constants: the same
+            // descriptor set every step. Otherwise the rows of these positions.
+            uint32_t table_first = 0;
+            if (e == Epilogue::Rope) {
+                const bool whole = table_floats <= max_binding_floats();
+                const int64_t row = (pos0 + t0) * half * 2;
+                bs[3] = bind(Buf{rope_table_, 0, 0}, whole ? 0 : row, whole ? table_floats : tc * half * 2, false,
+                             "matmul_rope");
+                table_first = bs[3].first + u32(whole ? row : 0);
+            }
             const uint32_t row_groups = u32(ceil_div(static_cast<uint64_t>(c.rows), tuning_.matvec_rows));
-            const MatvecPush push{u32(c.rows), u32(K), u32(tc), bs[1].first, bs[2].first, u32(N), row_groups};
-            dispatch(k, bs, &push, uint64_t(row_groups) * ceil_div(static_cast<uint64_t>(tc), nt));
+            const MatvecPush push{u32(c.rows), u32(K),     u32(tc),   bs[1].first, bs[2].first, u32(N),
+                                  row_groups,  u32(c.row0), u32(half), table_first};
+            dispatch(k, std::span<const Binding>(bs, k.buffers()), &push,
+                     uint64_t(row_groups) * ceil_div(static_cast<uint64_t>(tc), nt));
         }
     }
 }
@@ -314,8 +356,44 @@ void VulkanBackend::matmul_add(Buf out, Buf x, const TensorView& w, int64_t T, B
     if (T <= 0) return;
     if (out.id == x.id) throw Error("vulkan backend: matmul_add output aliases its input (" + w.name + ")");
     const DeviceTensor& d = device_tensor(w);
-    if (T > tuning_.matvec_max_tokens) return Backend::matmul_add(out, x, w, T, scratch);  // the tiled kernel
-    matvec(out, x, d, T, true);
+    if (T > tuning_.matvec_max_tokens || !tuning_.fuse)  // the tiled kernel, or fusion off
+        return Backend::matmul_add(out, x, w, T, scratch);
+    matvec(out, x, d, T, Epilogue::Add);
+}
+
+void VulkanBackend::matmul_swiglu(Buf out, Buf x, const TensorView& w1, const TensorView& w3, int64_t T,
+                                  Buf a_scratch, Buf b_scratch) {
+    require_recording("matmul_swiglu");
+    if (T <= 0) return;
+    if (out.id == x.id) throw Error("vulkan backend: matmul_swiglu output aliases its input (" + w1.name + ")");
+    const DeviceTensor& d1 = device_tensor(w1);
+    const DeviceTensor& d3 = device_tensor(w3);
+    // One dispatch per chunk reads the same rows of both: their types, shapes and chunks must agree (they do
+    // for every Llama checkpoint; a mixed quantization of w1 and w3 takes the default).
+    bool same = d1.dtype == d3.dtype && d1.rows == d3.rows && d1.cols == d3.cols &&
+                d1.chunks.size() == d3.chunks.size();
+    for (size_t i = 0; same && i < d1.chunks.size(); ++i)
+        same = d1.chunks[i].row0 == d3.chunks[i].row0 && d1.chunks[i].rows == d3.chunks[i].rows;
+    if (T > tuning_.matvec_max_tokens || !same || !tuning_.fuse)
+        return Backend::matmul_swiglu(out, x, w1, w3, T, a_scratch, b_scratch);
+    matvec(out, x, d1, T, Epilogue::Swiglu, &d3);
+}
+
+bool VulkanBackend::rope_fusable(const DeviceTensor& d, int64_t n_heads) const {
+    // A rotated pair is rows (2i, 2i + 1): both in one workgroup when ROWS is even and every chunk starts on an
+    // even row.
+    if (!model_ || tuning_.matvec_rows % 2 != 0 || d.rows != n_heads * model_->config.head_dim) return false;
+    return std::all_of(d.chunks.begin(), d.chunks.end(), [](const DeviceTensor::Chunk& c) { return c.row0 % 2 == 0; });
+}
+
+void VulkanBackend::matmul_rope(Buf out, Buf x, const TensorView& w, int64_t T, int64_t n_heads, int64_t pos0) {
+    require_recording("matmul_rope");
+    if (T <= 0) return;
+    if (out.id == x.id) throw Error("vulkan backend: matmul_rope output aliases its input (" + w.name + ")");
+    const DeviceTensor& d = device_tensor(w);
+    if (T > tuning_.matvec_max_tokens || !rope_fusable(d, n_heads) || !tuning_.fuse)
+        return Backend::matmul_rope(out, x, w, T, n_heads, pos0);
+    matvec(out, x, d, T, Epilogue::Rope, nullptr, pos0);
 }
 
 // ---------------------------------------------------------------------------------------------- rope, attention

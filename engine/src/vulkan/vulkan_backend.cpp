@@ -48,6 +48,7 @@ KernelTuning tuning_for(const VulkanDeviceInfo& device) {
         const long long from = std::atoll(e);
         if (from >= 1) t.attention_split_from = from;
     }
+    if (const char* e = std::getenv("STRATA_VK_FUSE")) t.fuse = std::string(e) != "0";
     // STRATA_VK_TILED_FROM=T: prompts of T tokens or more use the tiled matmul (tests reach it on lavapipe).
     if (const char* e = std::getenv("STRATA_VK_TILED_FROM")) {
         const long long from = std::atoll(e);

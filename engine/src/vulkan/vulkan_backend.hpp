@@ -88,6 +88,9 @@ struct KernelTuning {
     // and merges them (attention_combine.comp). STRATA_VK_ATTN_SPLIT_FROM overrides it (tests).
     int64_t attention_split_from = 1024;
     int64_t attention_split_keys = 256;  // keys per split, a multiple of attention.comp's 128
+    // matvec.comp's epilogues (matmul_add, matmul_swiglu, matmul_rope fused). STRATA_VK_FUSE=0 turns them off:
+    // every op then runs as the interface's default, for tests that compare both and for before/after counts.
+    bool fuse = true;
 };
 
 class VulkanBackend final : public Backend {
@@ -107,8 +110,12 @@ public:
     void embed(Buf out, std::span<const int32_t> tokens) override;
     void rmsnorm(Buf out, Buf x, const TensorView& weight, int64_t T, float eps) override;
     void matmul(Buf out, Buf x, const TensorView& w, int64_t T) override;
-    // Fused (matvec.comp ACCUMULATE) where the matvec kernel runs, the default product-then-add elsewhere.
+    // Fused into matvec.comp's epilogue (ACCUMULATE, SWIGLU, ROPE) where the matvec kernel runs, the interface's
+    // default (the product, then the elementwise op) elsewhere.
     void matmul_add(Buf out, Buf x, const TensorView& w, int64_t T, Buf scratch) override;
+    void matmul_swiglu(Buf out, Buf x, const TensorView& w1, const TensorView& w3, int64_t T, Buf a_scratch,
+                       Buf b_scratch) override;
+    void matmul_rope(Buf out, Buf x, const TensorView& w, int64_t T, int64_t n_heads, int64_t pos0) override;
     void rope(Buf x, int64_t T, int64_t n_heads, int64_t pos0) override;
     void attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs) override;
     void swiglu(Buf out, Buf a, Buf b, int64_t n) override;
@@ -183,11 +190,17 @@ private:
     // ---- ops helpers (ops.cpp)
     const ModelConfig& config(const char* op) const;
     // The kernels of the weight-reading ops, shared by the ops and prepare_kernels().
-    uint32_t matvec_tokens(int64_t T) const;  // tokens matvec.comp takes per pass for a prompt of T
+    // What matvec.comp does with its finished sums: store them, add them into out (wo, w2), gate two products
+    // (w1 with w3), rotate pairs of rows (wq, wk).
+    enum class Epilogue { Store, Add, Swiglu, Rope };
+    uint32_t matvec_tokens(int64_t T, Epilogue e = Epilogue::Store) const;  // tokens per pass for a prompt of T
     static bool matvec_vec_form(const DeviceTensor& d);
-    const Kernel& matvec_kernel(DType t, bool vec, uint32_t nt, bool accumulate = false);
-    // The weight-streaming product of matmul (T <= matvec_max_tokens); accumulate: out += w x.
-    void matvec(Buf out, Buf x, const DeviceTensor& d, int64_t T, bool accumulate);
+    const Kernel& matvec_kernel(DType t, bool vec, uint32_t nt, Epilogue e = Epilogue::Store);
+    // The weight-streaming product of matmul (T <= matvec_max_tokens) with its epilogue; w3 for Swiglu, pos0 for
+    // Rope.
+    void matvec(Buf out, Buf x, const DeviceTensor& d, int64_t T, Epilogue e, const DeviceTensor* w3 = nullptr,
+                int64_t pos0 = 0);
+    bool rope_fusable(const DeviceTensor& d, int64_t n_heads) const;  // pairs of rows stay in one workgroup
     const Kernel& matmul_kernel(DType t);
     const Kernel& embed_kernel(DType t);
     const Kernel& rmsnorm_kernel(DType t);

@@ -1,0 +1,228 @@
+// The fused kernels of the decode path (matvec.comp's epilogues): w1 and w3 with SwiGLU in one dispatch
+// (matmul_swiglu) and RoPE on the q/k products (matmul_rope). Each is checked three ways: on the device against
+// its unfused ops (matmul, matmul, swiglu / matmul, rope) bit for bit, since the sums, the gate and the rotation
+// are the same float32 operations; against the CPU backend (which runs the interface's defaults) within the
+// matmul tests' bound; and whole passes of the golden model with the fusions on and off (STRATA_VK_FUSE=0),
+// equal to the bit and with fewer dispatches and barriers per decode step. Every weight type the matvec reads,
+// in the device's workgroup shape and in a GPU's. Lavapipe compiles each new pipeline for a while: the shapes are
+// tiny and the cases chosen to reach each variant once.
+#include <cmath>
+#include <map>
+
+#include "strata/quant.hpp"
+#include "strata/transformer.hpp"
+#include "vk_helpers.hpp"
+
+using namespace strata;
+using namespace strata::test;
+
+namespace {
+
+const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,
+                           DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+// A [rows, cols] weight of small random values stored as t (block types quantized by the CPU's quantizer).
+std::unique_ptr<OwnedTensor> weight(const std::string& name, DType t, int64_t rows, int64_t cols, uint64_t seed) {
+    const std::vector<float> v = random_floats(rows * cols, seed, 0.1f);
+    if (!dtype_is_block(t)) return make_tensor(name, t, {rows, cols}, v);
+    auto o = std::make_unique<OwnedTensor>();
+    o->bytes.resize(static_cast<size_t>(rows * cols / dtype_block_size(t) * dtype_block_bytes(t)));
+    quant::quantize(t, v.data(), o->bytes.data(), rows * cols);
+    o->view.name = name;
+    o->view.source_name = name;
+    o->view.dtype = t;
+    o->view.shape = {rows, cols};
+    o->view.data = o->bytes.data();
+    o->view.nbytes = o->bytes.size();
+    o->view.file = "(test)";
+    return o;
+}
+
+class Backends {
+public:
+    Backend& get(bool vulkan, uint64_t range = 0) {
+        auto& b = backends_[{vulkan, range}];
+        if (!b) b = vulkan ? make_vulkan(range) : make_cpu();
+        return *b;
+    }
+
+private:
+    std::map<std::pair<bool, uint64_t>, std::unique_ptr<Backend>> backends_;
+};
+
+// Runs `op` (given x and the output) on b after loading m; x is T * K values at x_offset of its buffer.
+template <class Op>
+std::vector<float> run(Backend& b, const Model& m, const Filler& f, int32_t ix, int64_t T, int64_t K, int64_t n_out,
+                       int64_t x_offset, Op&& op) {
+    b.load(m);
+    Buf x = b.alloc(x_offset + T * K, "x");
+    b.begin();
+    f.fill(b, x.at(x_offset, T * K), ix, T * K);
+    Guarded out = Guarded::make(b, f, n_out, "out");
+    op(x.at(x_offset, T * K), out.inner());
+    Readback r = b.readback(out.whole, n_out + 2 * Guarded::kPad);
+    b.submit();
+    std::vector<float> got = unguard(b.fetch(r), n_out);
+    b.free(x);
+    b.free(out.whole);
+    return got;
+}
+
+double tolerance(int64_t K) { return 2e-6 * std::sqrt(double(K)) + 1e-6; }
+
+void check_swiglu(Backends& backends, DType t, int64_t N, int64_t K, int64_t T, int64_t x_offset = 0,
+                  uint64_t range = 0) {
+    INFO(dtype_name(t) << " w1, w3 [" << N << ", " << K << "], T = " << T << ", x offset " << x_offset
+                       << ", binding range " << range);
+    Filler f;
+    const int32_t ix = f.add(random_floats(T * K, 71));
+    const Model& m = f.model();
+    auto w1 = weight("w1", t, N, K, 72), w3 = weight("w3", t, N, K, 73);
+    auto record = [&](Backend& b, bool fused) {
+        return run(b, m, f, ix, T, K, T * N, x_offset, [&](Buf x, Buf out) {
+            Buf a = b.alloc(T * N, "a"), g = b.alloc(T * N, "g");
+            if (fused) {
+                b.matmul_swiglu(out, x, w1->view, w3->view, T, a, g);
+            } else {
+                b.matmul(a, x, w1->view, T);
+                b.matmul(g, x, w3->view, T);
+                b.swiglu(out, a, g, T * N);
+            }
+            b.free(a);
+            b.free(g);
+        });
+    };
+    Backend& gpu = backends.get(true, range);
+    const std::vector<float> want = record(backends.get(false), true);
+    const std::vector<float> got = record(gpu, true);
+    const std::vector<float> split = record(gpu, false);
+    require_close(got, want, tolerance(K));
+    CHECK(got == split);
+}
+
+void check_rope(Backends& backends, DType t, int64_t n_heads, int64_t head_dim, int64_t K, int64_t T, int64_t pos0,
+                bool scaled = false, uint64_t range = 0) {
+    const int64_t N = n_heads * head_dim;
+    INFO(dtype_name(t) << " w [" << N << ", " << K << "] (" << n_heads << " heads of " << head_dim << "), T = " << T
+                       << ", pos0 " << pos0 << ", binding range " << range);
+    Filler f;
+    const int32_t ix = f.add(random_floats(T * K, 81));
+    const Model& m = f.model(n_heads, 1, head_dim, 64, scaled);
+    auto w = weight("wq", t, N, K, 82);
+    auto record = [&](Backend& b, bool fused) {
+        return run(b, m, f, ix, T, K, T * N, 0, [&](Buf x, Buf out) {
+            if (fused) {
+                b.matmul_rope(out, x, w->view, T, n_heads, pos0);
+            } else {
+                b.matmul(out, x, w->view, T);
+                b.rope(out, T, n_heads, pos0);
+            }
+        });
+    };
+    Backend& gpu = backends.get(true, range);
+    const std::vector<float> want = record(backends.get(false), true);
+    const std::vector<float> got = record(gpu, true);
+    const std::vector<float> split = record(gpu, false);
+    require_close(got, want, tolerance(K));
+    CHECK(got == split);
+}
+
+}  // namespace
+
+TEST_CASE("w1 and w3 with SwiGLU in one dispatch equal matmul, matmul and swiglu, for every weight type",
+          "[vulkan][fused]") {
+    // The device's shape (lavapipe: one 8-lane subgroup, 4 rows), then a GPU's (several subgroups reduced in
+    // shared memory, 2 rows): each type's 16-byte form at T = 1 (decode), a few of the other forms.
+    for (const char* shape : {"", "128,2"}) {
+        INFO("STRATA_VK_MATVEC=" << shape);
+        ScopedEnv env("STRATA_VK_MATVEC", shape);
+        const bool gpu_shape = !std::string(shape).empty();
+        Backends backends;
+        for (DType t : kAllTypes) {
+            if (gpu_shape && t != DType::BF16 && t != DType::Q4_K && t != DType::Q6_K) continue;
+            check_swiglu(backends, t, 22, 256, 1);  // 22 rows: a partial last workgroup
+        }
+        if (gpu_shape) continue;
+        check_swiglu(backends, DType::F16, 13, 36, 1);         // a row length without 16-byte words: scalar
+        check_swiglu(backends, DType::Q8_0, 13, 96, 1, 1);     // x off a 16-byte boundary: scalar x loads
+        check_swiglu(backends, DType::BF16, 22, 256, 3);       // a short prompt: 4 tokens per pass
+        check_swiglu(backends, DType::F32, 40, 256, 1, 0, 16384);  // 16 KiB bindings: each weight in 3 chunks
+    }
+    require_no_validation_messages();
+}
+
+TEST_CASE("RoPE in the q/k product's epilogue equals matmul then rope, for every weight type", "[vulkan][fused]") {
+    for (const char* shape : {"", "128,2"}) {
+        INFO("STRATA_VK_MATVEC=" << shape);
+        ScopedEnv env("STRATA_VK_MATVEC", shape);
+        const bool gpu_shape = !std::string(shape).empty();
+        Backends backends;
+        for (DType t : kAllTypes) {
+            if (gpu_shape && t != DType::F16 && t != DType::Q5_K && t != DType::Q4_0) continue;
+            check_rope(backends, t, 3, 8, 256, 1, 37);  // decode: 3 heads of 8, position 37
+        }
+        if (gpu_shape) continue;
+        check_rope(backends, DType::F32, 2, 6, 20, 1, 5);             // scalar rows; head_dim 6
+        check_rope(backends, DType::BF16, 2, 16, 64, 3, 62, true);    // a short prompt past max_seq_len, scaled
+        check_rope(backends, DType::F32, 4, 8, 256, 1, 9, false, 16384);  // 16 KiB bindings: chunks of 16 rows
+        // Chunks of 13 rows would split a pair: the op falls back to matmul then rope.
+        check_rope(backends, DType::F32, 4, 8, 315, 1, 9, false, 16384);
+    }
+    {
+        // An odd number of rows per workgroup would split a pair: the op falls back to matmul then rope.
+        ScopedEnv env("STRATA_VK_MATVEC", "8,3");
+        Backends backends;
+        check_rope(backends, DType::BF16, 3, 8, 256, 1, 37);
+    }
+    require_no_validation_messages();
+}
+
+TEST_CASE("the fused kernels change no bit of a pass, and cut dispatches and barriers per decode step",
+          "[vulkan][fused][model][golden]") {
+    // The golden model's short prompt and two decode steps with every fusion on (the default) and with
+    // STRATA_VK_FUSE=0 (matmul_add, matmul_swiglu and matmul_rope as the interface's defaults), synchronization
+    // validation on for both.
+    const ScopedEnv sync("STRATA_VK_SYNC_VALIDATION", "1");
+    const auto model = load_model(golden_hf_dir());
+    const ModelConfig& c = model->config;
+    const std::vector<int32_t> tokens = expected()["prompts"]["short"]["tokens"].get<std::vector<int32_t>>();
+    struct Run {
+        Trace prompt, step1, step2;
+        VulkanStepStats stats;
+    };
+    auto run_model = [&](bool fuse) {
+        const ScopedEnv env("STRATA_VK_FUSE", fuse ? "1" : "0");
+        auto gpu = make_vulkan();
+        gpu->load(*model);
+        Transformer tf(*model, *gpu);
+        KVCache cache(*gpu, c, 32);
+        TraceRequest req;
+        req.names.insert("layers.1.q");
+        req.names.insert("layers.1.k");
+        req.names.insert("layers.1.ffn_hidden");
+        Run r;
+        r.prompt = tf.prefill(cache, tokens, req);
+        r.step1 = tf.decode(cache, tokens[1], req);
+        r.step2 = tf.decode(cache, tokens[2], TraceRequest{});
+        r.stats = vulkan_last_step_stats(*gpu);
+        return r;
+    };
+    const Run fused = run_model(true), unfused = run_model(false);
+    for (const char* name : {"layers.1.q", "layers.1.k", "layers.1.ffn_hidden", "h.1", "norm"}) {
+        INFO(name);
+        REQUIRE(fused.prompt.find(name) != nullptr);
+        CHECK(fused.prompt.find(name)->data == unfused.prompt.find(name)->data);
+        CHECK(fused.step1.find(name)->data == unfused.step1.find(name)->data);
+    }
+    CHECK(fused.prompt.last_logits == unfused.prompt.last_logits);
+    CHECK(fused.step1.last_logits == unfused.step1.last_logits);
+    CHECK(fused.step2.last_logits == unfused.step2.last_logits);
+    // Per layer: w3's product and swiglu, the two ropes, the two adds (6 dispatches); barriers: the ones before
+    // swiglu and each add, and before the ropes (two of them unfused: the default runs each rope right after its
+    // product, where the hand-ordered pass of before ran both after wv behind one).
+    INFO("dispatches " << fused.stats.dispatches << " vs " << unfused.stats.dispatches << ", barriers "
+                       << fused.stats.barriers << " vs " << unfused.stats.barriers);
+    CHECK(fused.stats.dispatches + 6 * c.n_layers == unfused.stats.dispatches);
+    CHECK(fused.stats.barriers + 5 * c.n_layers == unfused.stats.barriers);
+    require_no_validation_messages();
+}
