@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <numbers>
 #include <random>
@@ -76,11 +77,12 @@ std::vector<float> random_values(size_t n, uint32_t seed, float scale = 1.0f) {
 
 struct Run {
     std::unique_ptr<Backend> b;
-    explicit Run(const Model& m, int threads = 0, std::string cpu_isa = "") {
+    explicit Run(const Model& m, int threads = 0, std::string cpu_isa = "", bool exact = true) {
         BackendOptions o;
         o.name = "cpu";
         o.threads = threads;
         o.cpu_isa = std::move(cpu_isa);
+        o.exact = exact;
         b = make_backend(o);
         b->load(m);
     }
@@ -135,6 +137,57 @@ TEST_CASE("cpu matmul matches a double reference for every stored type and T", "
                                            << " T " << T);
                     CHECK(rel_err(got, want) < 1e-6);
                 }
+            }
+        }
+    }
+}
+
+// The fast path (BackendOptions::exact = false) decodes F16 weights with x rounded to binary16 once per matmul,
+// as llama.cpp does, after scaling x by the power of two that puts its largest element in [16384, 32768): the
+// result is the double dot product with those halves, to float32 rounding, for activations of any size. Where x
+// holds Inf or NaN the matmul takes the exact path.
+TEST_CASE("cpu fast-path F16 decode: x scaled and rounded to binary16, the exact path for Inf / NaN", "[cpu]") {
+    for (CpuIsa isa : supported_cpu_isas()) {
+        for (auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 67}, {13, 200}, {64, 33}, {5, 3}, {3, 1000}}) {
+            OpModel om;
+            const auto held = om.add("w", DType::F16, {rows, cols}, random_values(size_t(rows * cols), 13, 0.5f));
+            Run fast(om.model, 0, std::string(cpu_isa_name(isa)), false);
+            Run exact(om.model, 0, std::string(cpu_isa_name(isa)));
+            auto product = [&](Run& run, const std::vector<float>& xv) {
+                Buf xb = run.upload(xv);
+                Buf out = run.b->alloc(rows, "out");
+                run.b->begin();
+                run.b->matmul(out, xb, om.tensor("w"), 1);
+                run.b->submit();
+                return run.read(out, rows);
+            };
+            // Activations far below binary16's normal range, ordinary ones, and ones beyond its largest value.
+            for (float size : {1e-7f, 1.0f, 3e6f}) {
+                std::vector<float> x = random_values(size_t(cols), 14, size);
+                float amax = 0;
+                for (float v : x) amax = std::max(amax, std::fabs(v));
+                const double s = std::ldexp(1.0, 14 - std::ilogb(amax));
+                std::vector<double> want(static_cast<size_t>(rows));
+                for (int64_t r = 0; r < rows; ++r)
+                    for (int64_t i = 0; i < cols; ++i)
+                        want[size_t(r)] += held[size_t(r * cols + i)] *
+                                           double(f16_to_f32(f32_to_f16(float(x[size_t(i)] * s)))) / s;
+                INFO(cpu_isa_name(isa) << " rows " << rows << " cols " << cols << " |x| ~ " << size);
+                const std::vector<float> got = product(fast, x), reference = product(exact, x);
+                if (isa == CpuIsa::Generic) {
+                    CHECK(got == reference);  // no binary16 kernel: the exact path
+                } else {
+                    CHECK(rel_err(got, want) < 1e-6);
+                    if (cols > 3) CHECK(got != reference);  // the rounding of x shows: the fast path ran
+                }
+            }
+            // Inf or NaN anywhere in x: the exact path's result, bit for bit.
+            for (float bad : {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+                std::vector<float> x = random_values(size_t(cols), 15);
+                x[size_t(cols / 2)] = bad;
+                const std::vector<float> f = product(fast, x), e = product(exact, x);
+                INFO(cpu_isa_name(isa) << " x holds " << bad);
+                CHECK(std::memcmp(f.data(), e.data(), f.size() * sizeof(float)) == 0);
             }
         }
     }

@@ -7,12 +7,14 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <span>
 #include <sys/wait.h>
 
 #include <nlohmann/json.hpp>
 
 #include "catch.hpp"
 #include "strata/backend.hpp"
+#include "strata/cpu_isa.hpp"
 #include "strata/demo.hpp"
 #include "strata/error.hpp"
 #include "strata/gguf.hpp"
@@ -71,6 +73,27 @@ std::vector<float> logits(const fs::path& path, const BackendOptions& options = 
     const std::vector<int32_t> tokens{128000, 791, 4062, 14198, 39935, 35308, 927, 279};
     const Trace t = tf.prefill(cache, tokens, req);
     return t.find("logits")->data;
+}
+
+// The logits of decode steps (T = 1 matmuls, where the F16 fast path applies): the prompt's first four tokens
+// prefilled, then the other four decoded one at a time; the four steps' logits, one after another.
+std::vector<float> decode_logits(const fs::path& path, const BackendOptions& options = {}) {
+    const auto model = load_model(path);
+    auto backend = make_backend(options);
+    backend->load(*model);
+    Transformer tf(*model, *backend);
+    KVCache cache(*backend, model->config, 16);
+    TraceRequest req;
+    req.keep_logits = true;
+    const std::vector<int32_t> tokens{128000, 791, 4062, 14198, 39935, 35308, 927, 279};
+    tf.prefill(cache, std::span(tokens).first(4), req);
+    std::vector<float> all;
+    for (size_t i = 4; i < tokens.size(); ++i) {
+        const Trace t = tf.decode(cache, tokens[i], req);
+        const std::vector<float>& l = t.find("logits")->data;
+        all.insert(all.end(), l.begin(), l.end());
+    }
+    return all;
 }
 
 std::map<std::string, DType> stored_types(const fs::path& path) {
@@ -422,9 +445,15 @@ TEST_CASE("the integer-dot path's logits stay close to the exact path's", "[quan
         CHECK(e < c.bound);
         CHECK(e > 0);  // the fast path really ran
     }
-    // F16 weights are exact on either path.
+    // F16 weights: the fast path rounds decode's activations to binary16 (prompts stay exact). Measured 3.9e-4 on
+    // the decode steps' logits (AVX-512 kernel); bound 1.5x. Without the scaling by a power of two
+    // this model's small activations (the FFN's output, ~1e-4) went subnormal and it was 0.054.
     const fs::path f16 = quantized("demo-F16", demo256(), "F16");
-    CHECK(test::rel_l2(logits(f16, fast), logits(f16)) < 1e-6);
+    const double e16 = test::rel_l2(decode_logits(f16, fast), decode_logits(f16));
+    WARN("demo256 F16: binary16-activation vs exact decode logits rel. L2 " << e16);
+    CHECK(e16 < 6e-4);
+    if (best_cpu_isa() != CpuIsa::Generic) CHECK(e16 > 0);
+    CHECK(test::rel_l2(logits(f16, fast), logits(f16)) < 1e-6);  // prompts: exact
 }
 
 // Hidden (run with "[q8error]" and STRATA_BENCH_MODEL=FILE[:FILE...]): the integer-dot path's logits error on
@@ -444,6 +473,7 @@ TEST_CASE("integer-dot logits error on the files in STRATA_BENCH_MODEL", "[.benc
         const fs::path f = list.substr(at, end - at);
         at = end + 1;
         if (f.empty()) continue;
+        const double decode_error = test::rel_l2(decode_logits(f, fast), decode_logits(f));
         const std::vector<float> a = logits(f, fast), b = logits(f);
         const int64_t vocab = load_model(f)->config.vocab_size, T = int64_t(a.size()) / vocab;
         int64_t same = 0;
@@ -453,7 +483,7 @@ TEST_CASE("integer-dot logits error on the files in STRATA_BENCH_MODEL", "[.benc
             };
             same += top(a) == top(b);
         }
-        WARN(f.string() << ": integer-dot vs exact logits rel. L2 " << test::rel_l2(a, b) << ", top-1 equal at " << same
-                        << " of " << T << " positions");
+        WARN(f.string() << ": fast vs exact logits rel. L2 " << test::rel_l2(a, b) << " (prompt), " << decode_error
+                        << " (decode steps), top-1 equal at " << same << " of " << T << " prompt positions");
     }
 }

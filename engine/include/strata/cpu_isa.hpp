@@ -29,4 +29,10 @@ std::vector<CpuIsa> supported_cpu_isas();
 // on CPUs without AVX-512), then AVX2, then generic.
 CpuIsa best_cpu_isa();
 
+// Whether the block-type decode prefetches each next weight row in software (quant::dot_q8_matrix). Measured
+// (docs/performance.md): on an Intel Xeon it doubled one-thread Q4_K_M decode, a row of a few KiB being too
+// short a stream for the hardware prefetcher there; on an AMD EPYC (Zen 4) it cost 10-25% of decode, the
+// hardware prefetcher already following the rows. So Intel CPUs only.
+bool cpu_prefetch_rows();
+
 }  // namespace strata

@@ -61,7 +61,10 @@ BackendInfo CpuBackend::info() const {
     i.device = cpu_model_name() + " (" + std::to_string(pool_.size()) + " threads)";
     i.device_type = "cpu";
     i.driver = "strata cpu reference";
-    i.kernels = std::string(cpu_isa_name(isa_)) + (exact_ ? ", exact float32" : ", integer-dot for block types");
+    i.kernels = std::string(cpu_isa_name(isa_)) +
+                (exact_                        ? ", exact float32"
+                 : isa_ == CpuIsa::Generic ? ", integer-dot for block types"
+                                               : ", integer-dot for block types, binary16 activations for F16");
     return i;
 }
 
@@ -197,6 +200,13 @@ void CpuBackend::matmul(Buf out, Buf x, const TensorView& w, int64_t T) {
         quant::quantize_activations(xs, T * cols, act_);
         pool_.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) { matmul_q8_rows(w, act_, T, o, r0, r1, isa_); });
         return;
+    }
+    if (!exact_ && T == 1 && w.dtype == DType::F16) {
+        if (const float scale = half_activations(xs, cols, xh_, isa_); scale > 0) {
+            const uint16_t* xh = xh_.data();
+            pool_.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) { matvec_f16_h(w, xh, scale, o, r0, r1, isa_); });
+            return;
+        }
     }
     if (T == 1) {
         // Decode: one pass over the weights, split by output rows.

@@ -50,6 +50,7 @@ private:
     CpuIsa isa_;
     bool exact_;
     quant::Q8Activations act_;  // the quantized activations of the current matmul (integer-dot path)
+    std::vector<uint16_t> xh_;  // x in binary16 for the current F16 decode matmul (fast path)
     const Model* model_ = nullptr;
     std::vector<double> freqs_;  // [head_dim / 2] RoPE angle per position for each pair
     std::vector<std::vector<float>> buffers_;

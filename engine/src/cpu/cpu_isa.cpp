@@ -63,4 +63,12 @@ CpuIsa best_cpu_isa() {
     return CpuIsa::Generic;
 }
 
+bool cpu_prefetch_rows() {
+#if defined(__x86_64__) && defined(__GNUC__)
+    return __builtin_cpu_is("intel");
+#else
+    return false;
+#endif
+}
+
 }  // namespace strata

@@ -1,6 +1,7 @@
 #include "cpu/kernels.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -305,6 +306,33 @@ void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t
 #endif
     (void)isa;
     matvec_dispatch(w, x, out, r0, r1);
+}
+
+float half_scale(float amax) {
+    return amax > 0 ? std::ldexp(1.0f, std::min(14 - std::ilogb(amax), 126)) : 1.0f;  // 2^126: still normal
+}
+
+float half_activations(const float* x, int64_t n, std::vector<uint16_t>& xh, CpuIsa isa) {
+#ifdef STRATA_HAVE_F16C
+    if (isa == CpuIsa::Generic) return 0;
+    xh.resize(static_cast<size_t>(n));
+    return isa == CpuIsa::Avx512Vnni ? avx512::to_f16(x, xh.data(), n) : f16c::to_f16(x, xh.data(), n);
+#else
+    (void)x, (void)n, (void)xh, (void)isa;
+    return 0;
+#endif
+}
+
+void matvec_f16_h(const TensorView& w, const uint16_t* xh, float scale, float* out, int64_t r0, int64_t r1,
+                  CpuIsa isa) {
+    const float unscale = 1.0f / scale;  // a power of two: exact
+#ifdef STRATA_HAVE_F16C
+    if (isa == CpuIsa::Avx512Vnni) return avx512::matvec_f16_h(w, xh, unscale, out, r0, r1);
+    return f16c::matvec_h(w, xh, unscale, out, r0, r1);
+#else
+    (void)w, (void)xh, (void)unscale, (void)out, (void)r0, (void)r1, (void)isa;
+    throw Error("cpu backend: no binary16 activation kernel on this CPU");
+#endif
 }
 
 void matmul_rows(const TensorView& w, const float* x, int64_t T, float* out, int64_t r0, int64_t r1,

@@ -6,6 +6,7 @@
 // changes the kernel itself (F16 by F16C, kernels_f16c.cpp; the integer dot products, quant/dot_q8.cpp) the
 // caller's CpuIsa picks it.
 #include <cstdint>
+#include <vector>
 
 #include "strata/cpu_isa.hpp"
 #include "strata/quant.hpp"
@@ -31,6 +32,18 @@ void axpy(float a, const float* x, float* y, int64_t n);
 // Decode (matrix-vector): out[r] = w[r, :] . x for r in [r0, r1).                x: [cols]; out: [rows]
 void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1, CpuIsa isa);
 
+// The fast path's F16 decode (llama.cpp's too): x rounded to binary16 once per matmul, then read as halves like
+// the weights, so half the bytes of x pass through L1 per weight. x is first scaled by a power of two,
+// half_scale(max |x|) = 2^(14 - floor(log2 max |x|)), which puts its largest element in [16384, 32768): binary16
+// then keeps 11 significant bits of every element within 2^-24 of the largest (no overflow, no subnormals where
+// it matters), and the products are scaled back exactly. half_activations fills xh ([cols]) and returns the
+// scale, or 0 where the path does not apply (the generic instruction set, or x holding Inf or NaN) and the
+// caller takes the exact matvec.
+float half_scale(float amax);
+float half_activations(const float* x, int64_t n, std::vector<uint16_t>& xh, CpuIsa isa);
+void matvec_f16_h(const TensorView& w, const uint16_t* xh, float scale, float* out, int64_t r0, int64_t r1,
+                  CpuIsa isa);
+
 // Prefill (matrix-matrix): out[t, r] = w[r, :] . x[t, :] for r in [r0, r1), t in [0, T).
 // x: [T, cols]; out: [T, rows]; scratch: kRowBlock * cols floats owned by the calling thread.
 void matmul_rows(const TensorView& w, const float* x, int64_t T, float* out, int64_t r0, int64_t r1,
@@ -48,12 +61,18 @@ void tiles(const float* wblock, int64_t nrows, const float* x, int64_t T, int64_
            int64_t r_base);
 // Decode with F16 weights on 16-wide vectors, one row at a time (a sequential stream per thread).
 void matvec_f16(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1);
+// The fast path's F16 decode (half_activations, matvec_f16_h): x times half_scale(max |x|) in binary16, and
+// each sum times `unscale`, its inverse. to_f16 returns the scale, 0 where x holds Inf or NaN.
+float to_f16(const float* x, uint16_t* h, int64_t n);
+void matvec_f16_h(const TensorView& w, const uint16_t* xh, float unscale, float* out, int64_t r0, int64_t r1);
 }  // namespace avx512
 
 // The F16C kernels (kernels_f16c.cpp), for CPUs with AVX2 + FMA + F16C.
 namespace f16c {
 void widen(const std::byte* p, float* out, int64_t n);
 void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1);
+float to_f16(const float* x, uint16_t* h, int64_t n);  // as avx512::to_f16 / matvec_f16_h
+void matvec_h(const TensorView& w, const uint16_t* xh, float unscale, float* out, int64_t r0, int64_t r1);
 }  // namespace f16c
 
 }  // namespace strata::cpu

@@ -8,6 +8,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx2,fma,f16c")
@@ -100,6 +102,49 @@ void matvec_f16(const TensorView& w, const float* x, float* out, int64_t r0, int
         float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
         for (; i < n; ++i) s += load1(p, i) * x[i];
         out[r] = s;
+    }
+}
+
+float to_f16(const float* x, uint16_t* h, int64_t n) {
+    const __m512 inf = _mm512_set1_ps(std::numeric_limits<float>::infinity());
+    __m512 m = _mm512_setzero_ps();
+    __mmask16 bad = 0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 a = _mm512_abs_ps(_mm512_loadu_ps(x + i));
+        bad |= _mm512_cmp_ps_mask(a, inf, _CMP_NLT_UQ);  // infinite or NaN
+        m = _mm512_max_ps(m, a);
+    }
+    float amax = _mm512_reduce_max_ps(m);
+    for (; i < n; ++i) {
+        bad |= !std::isfinite(x[i]);
+        amax = std::max(amax, std::fabs(x[i]));
+    }
+    if (bad) return 0;
+    const float s = half_scale(amax);
+    const __m512 sv = _mm512_set1_ps(s);
+    for (i = 0; i + 16 <= n; i += 16)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(h + i),
+                            _mm512_cvtps_ph(_mm512_mul_ps(_mm512_loadu_ps(x + i), sv), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; ++i) h[i] = _cvtss_sh(x[i] * s, _MM_FROUND_TO_NEAREST_INT);
+    return s;
+}
+
+void matvec_f16_h(const TensorView& w, const uint16_t* xh, float unscale, float* out, int64_t r0, int64_t r1) {
+    // As matvec_f16, with x in binary16 too: half the bytes of x pass through L1 per weight.
+    const int64_t n = w.cols();
+    const std::byte* xb = reinterpret_cast<const std::byte*>(xh);
+    for (int64_t r = r0; r < r1; ++r) {
+        const std::byte* p = w.row_ptr(r);
+        __m512 a[4];
+        for (int k = 0; k < 4; ++k) a[k] = _mm512_setzero_ps();
+        int64_t i = 0;
+        for (; i + 64 <= n; i += 64)
+            for (int k = 0; k < 4; ++k) a[k] = _mm512_fmadd_ps(load16(p, i + 16 * k), load16(xb, i + 16 * k), a[k]);
+        for (; i + 16 <= n; i += 16) a[0] = _mm512_fmadd_ps(load16(p, i), load16(xb, i), a[0]);
+        float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
+        for (; i < n; ++i) s += load1(p, i) * load1(xb, i);
+        out[r] = s * unscale;
     }
 }
 

@@ -7,6 +7,10 @@
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include "strata/dtype.hpp"
 
 #pragma GCC push_options
@@ -81,6 +85,52 @@ void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t
         float s = hsum(_mm256_add_ps(a, b));
         for (; i < n; ++i) s += load1(p, i) * x[i];
         out[r] = s;
+    }
+}
+
+float to_f16(const float* x, uint16_t* h, int64_t n) {
+    const __m256 sign = _mm256_set1_ps(-0.0f), inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+    __m256 m = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 a = _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i));
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, inf, _CMP_NLT_UQ));  // infinite or NaN
+        m = _mm256_max_ps(m, a);
+    }
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, m);
+    float amax = 0;
+    for (float v : lanes) amax = std::max(amax, v);
+    bool finite = _mm256_movemask_ps(bad) == 0;
+    for (; i < n; ++i) {
+        finite = finite && std::isfinite(x[i]);
+        amax = std::max(amax, std::fabs(x[i]));
+    }
+    if (!finite) return 0;
+    const float s = half_scale(amax);
+    const __m256 sv = _mm256_set1_ps(s);
+    for (i = 0; i + 8 <= n; i += 8)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(h + i),
+                         _mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(x + i), sv), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; ++i) h[i] = _cvtss_sh(x[i] * s, _MM_FROUND_TO_NEAREST_INT);
+    return s;
+}
+
+// x in binary16 as well, one row at a time (a thread's rows are then one sequential stream), four partial sums.
+void matvec_h(const TensorView& w, const uint16_t* xh, float unscale, float* out, int64_t r0, int64_t r1) {
+    const int64_t n = w.cols();
+    const std::byte* xb = reinterpret_cast<const std::byte*>(xh);
+    for (int64_t r = r0; r < r1; ++r) {
+        const std::byte* p = w.row_ptr(r);
+        __m256 a[4];
+        for (int k = 0; k < 4; ++k) a[k] = _mm256_setzero_ps();
+        int64_t i = 0;
+        for (; i + 32 <= n; i += 32)
+            for (int k = 0; k < 4; ++k) a[k] = _mm256_fmadd_ps(load8(p, i + 8 * k), load8(xb, i + 8 * k), a[k]);
+        for (; i + 8 <= n; i += 8) a[0] = _mm256_fmadd_ps(load8(p, i), load8(xb, i), a[0]);
+        float s = hsum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
+        for (; i < n; ++i) s += load1(p, i) * load1(xb, i);
+        out[r] = s * unscale;
     }
 }
 

@@ -218,11 +218,15 @@ void dot_q8_matrix(DType t, const void* base, int64_t r0, int64_t r1, const Q8Ac
     if (T == 0 || r1 == r0) return;
     const auto* b = static_cast<const uint8_t*>(base);
     const uint64_t row_bytes = dtype_bytes(t, n);
+#ifdef STRATA_X86_KERNELS
+    static const bool prefetch = cpu_prefetch_rows();
+#endif
     switch (isa) {
 #ifdef STRATA_X86_KERNELS
-        case CpuIsa::Avx2: return avx2::dot_matrix(t, b, row_bytes, r0, r1, x, T, n, out, out_stride);
-        case CpuIsa::Avx512Vnni: return avx512_vnni::dot_matrix(t, b, row_bytes, r0, r1, x, T, n, out, out_stride);
-        case CpuIsa::AvxVnni: return avx_vnni::dot_matrix(t, b, row_bytes, r0, r1, x, T, n, out, out_stride);
+        case CpuIsa::Avx2: return avx2::dot_matrix(t, b, row_bytes, r0, r1, x, T, n, out, out_stride, prefetch);
+        case CpuIsa::Avx512Vnni:
+            return avx512_vnni::dot_matrix(t, b, row_bytes, r0, r1, x, T, n, out, out_stride, prefetch);
+        case CpuIsa::AvxVnni: return avx_vnni::dot_matrix(t, b, row_bytes, r0, r1, x, T, n, out, out_stride, prefetch);
 #endif
         default:
             for (int64_t r = r0; r < r1; ++r)
