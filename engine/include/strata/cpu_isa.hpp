@@ -29,6 +29,12 @@ std::vector<CpuIsa> supported_cpu_isas();
 // on CPUs without AVX-512), then AVX2, then generic.
 CpuIsa best_cpu_isa();
 
+// Whether the float kernels (F16 decode, the float prefill tile) should take 512-bit vectors where the CPU has
+// AVX-512. Not on AMD Zen 4 (family 19h), which runs each 512-bit operation as two 256-bit halves: there the
+// 256-bit kernels measured faster (F16 prefill 1.35x, docs/performance.md). The CPU backend then runs
+// Avx512Vnni's integer-dot kernels with Avx2's float ones, unless Avx512Vnni was asked for by name.
+bool cpu_wide_float_kernels();
+
 // Whether the block-type decode prefetches each next weight row in software (quant::dot_q8_matrix). Measured
 // (docs/performance.md): on an Intel Xeon it doubled one-thread Q4_K_M decode, a row of a few KiB being too
 // short a stream for the hardware prefetcher there; on an AMD EPYC (Zen 4) it cost 10-25% of decode, the

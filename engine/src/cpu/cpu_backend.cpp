@@ -53,7 +53,10 @@ CpuIsa chosen_isa(const std::string& name) {
 }  // namespace
 
 CpuBackend::CpuBackend(const BackendOptions& options)
-    : pool_(options.threads), isa_(chosen_isa(options.cpu_isa)), exact_(options.exact) {}
+    : pool_(options.threads), isa_(chosen_isa(options.cpu_isa)), exact_(options.exact) {
+    float_isa_ = isa_ == CpuIsa::Avx512Vnni && options.cpu_isa.empty() && !cpu_wide_float_kernels() ? CpuIsa::Avx2
+                                                                                                     : isa_;
+}
 
 BackendInfo CpuBackend::info() const {
     BackendInfo i;
@@ -61,7 +64,7 @@ BackendInfo CpuBackend::info() const {
     i.device = cpu_model_name() + " (" + std::to_string(pool_.size()) + " threads)";
     i.device_type = "cpu";
     i.driver = "strata cpu reference";
-    i.kernels = std::string(cpu_isa_name(isa_)) +
+    i.kernels = std::string(cpu_isa_name(isa_)) + (float_isa_ != isa_ ? " (256-bit float kernels)" : "") +
                 (exact_                        ? ", exact float32"
                  : isa_ == CpuIsa::Generic ? ", integer-dot for block types"
                                                : ", integer-dot for block types, binary16 activations for F16");
@@ -168,7 +171,7 @@ void CpuBackend::embed(Buf out, std::span<const int32_t> tokens) {
         if (id < 0 || id >= tok_embeddings.rows())
             throw InputError("token id " + std::to_string(id) + " at position " + std::to_string(t) +
                              " is outside the vocabulary (0.." + std::to_string(tok_embeddings.rows() - 1) + ")");
-        widen_row(tok_embeddings, id, o + t * c.dim, isa_);
+        widen_row(tok_embeddings, id, o + t * c.dim, float_isa_);
     }
 }
 
@@ -177,7 +180,7 @@ void CpuBackend::rmsnorm(Buf out, Buf x, const TensorView& weight, int64_t T, fl
     float* o = span_of(out, T * n, "rmsnorm");        // [T, n]
     const float* xs = span_of(x, T * n, "rmsnorm");   // [T, n]
     std::vector<float> g(static_cast<size_t>(n));     // [n] the gain, widened once
-    widen_row(weight, 0, g.data(), isa_);
+    widen_row(weight, 0, g.data(), float_isa_);
     pool_.parallel_for(T, 1, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
             const float* row = xs + t * n;
@@ -202,22 +205,22 @@ void CpuBackend::matmul(Buf out, Buf x, const TensorView& w, int64_t T) {
         return;
     }
     if (!exact_ && T == 1 && w.dtype == DType::F16) {
-        if (const float scale = half_activations(xs, cols, xh_, isa_); scale > 0) {
+        if (const float scale = half_activations(xs, cols, xh_, float_isa_); scale > 0) {
             const uint16_t* xh = xh_.data();
-            pool_.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) { matvec_f16_h(w, xh, scale, o, r0, r1, isa_); });
+            pool_.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) { matvec_f16_h(w, xh, scale, o, r0, r1, float_isa_); });
             return;
         }
     }
     if (T == 1) {
         // Decode: one pass over the weights, split by output rows.
-        pool_.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) { matvec(w, xs, o, r0, r1, isa_); });
+        pool_.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) { matvec(w, xs, o, r0, r1, float_isa_); });
         return;
     }
     // Prefill: each block of rows is widened once and used for every token.
     pool_.parallel_for(rows, kRowBlock, [&](int64_t r0, int64_t r1) {
         thread_local std::vector<float> scratch;  // [kRowBlock, cols]
         scratch.resize(static_cast<size_t>(kRowBlock * cols));
-        matmul_rows(w, xs, T, o, r0, r1, scratch.data(), isa_);
+        matmul_rows(w, xs, T, o, r0, r1, scratch.data(), float_isa_);
     });
 }
 

@@ -47,7 +47,8 @@ private:
     const ModelConfig& config(const char* op) const;
 
     ThreadPool pool_;
-    CpuIsa isa_;
+    CpuIsa isa_;        // the integer-dot kernels'
+    CpuIsa float_isa_;  // the float kernels' (isa_, or Avx2 where 512-bit float vectors do not pay)
     bool exact_;
     quant::Q8Activations act_;  // the quantized activations of the current matmul (integer-dot path)
     std::vector<uint16_t> xh_;  // x in binary16 for the current F16 decode matmul (fast path)

@@ -2,6 +2,10 @@
 // which reads CPUID once and also checks that the operating system saves the vector registers (XGETBV).
 #include "strata/cpu_isa.hpp"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
+
 #include <string>
 
 #include "strata/error.hpp"
@@ -61,6 +65,17 @@ CpuIsa best_cpu_isa() {
     for (CpuIsa isa : {CpuIsa::Avx512Vnni, CpuIsa::AvxVnni, CpuIsa::Avx2})
         if (cpu_isa_supported(isa)) return isa;
     return CpuIsa::Generic;
+}
+
+bool cpu_wide_float_kernels() {
+#if defined(__x86_64__) && defined(__GNUC__)
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__builtin_cpu_is("amd") || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return true;
+    const unsigned base = (eax >> 8) & 0xf, family = base == 0xf ? base + ((eax >> 20) & 0xff) : base;
+    return family != 0x19;  // Zen 3 has no AVX-512; Zen 4 splits it; Zen 5 (1Ah) has full-width units
+#else
+    return true;
+#endif
 }
 
 bool cpu_prefetch_rows() {
