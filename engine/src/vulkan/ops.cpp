@@ -325,12 +325,15 @@ void VulkanBackend::matvec(Buf out, Buf x, const DeviceTensor& d, int64_t T, Epi
     if (e == Epilogue::Rope) ensure_rope_table(pos0 + T);
     const int64_t table_floats = e == Epilogue::Rope ? slots_[rope_table_].floats : 0;
     const int64_t per = std::max<int64_t>(1, max_binding_floats() / std::max(K, N));  // tokens per binding
+    // One dispatch in all (decode): out's descriptor covers its whole buffer, so the set is the same whichever
+    // rows it writes (a KV cache's row at pos0 moves every step).
+    const bool single = d.chunks.size() == 1 && per >= T;
     for (size_t ci = 0; ci < d.chunks.size(); ++ci) {
         const DeviceTensor::Chunk& c = d.chunks[ci];
         for (int64_t t0 = 0; t0 < T; t0 += per) {
             const int64_t tc = std::min(per, T - t0);
             Binding bs[4] = {bind_weight(c), bind(x, t0 * K, tc * K, false, "matmul"),
-                             bind(out, t0 * N + c.row0, (tc - 1) * N + c.rows, true, "matmul")};
+                             bind(out, t0 * N + c.row0, (tc - 1) * N + c.rows, true, "matmul", single)};
             if (e == Epilogue::Swiglu) bs[3] = bind_weight(w3->chunks[ci]);  // the same rows of w3
             // The whole table where one binding holds it, with the position in the push constants: the same
             // descriptor set every step. Otherwise the rows of these positions.
@@ -406,11 +409,19 @@ void VulkanBackend::rope(Buf x, int64_t T, int64_t n_heads, int64_t pos0) {
     ensure_rope_table(pos0 + T);
     const Kernel& k = kernel(kRope);
     const int64_t per = std::max<int64_t>(1, max_binding_floats() / row);
+    // As in matvec's ROPE epilogue: the whole table (and x's whole buffer for a single dispatch), the positions
+    // in the push constants, so that the descriptor set stays the same from step to step.
+    const int64_t table_floats = slots_[rope_table_].floats;
+    const bool whole_table = table_floats <= max_binding_floats();
+    const Buf table{rope_table_, 0, 0};
     for (int64_t t0 = 0; t0 < T; t0 += per) {
         const int64_t tc = std::min(per, T - t0);
-        const Binding bs[] = {bind(x, t0 * row, tc * row, true, "rope"),
-                              bind(Buf{rope_table_, 0, 0}, (pos0 + t0) * half * 2, tc * half * 2, false, "rope")};
-        const RopePush push{u32(tc), u32(n_heads * half), u32(half), bs[0].first, bs[1].first};
+        const int64_t at = (pos0 + t0) * half * 2;
+        const Binding bs[] = {
+            bind(x, t0 * row, tc * row, true, "rope", per >= T),
+            bind(table, whole_table ? 0 : at, whole_table ? table_floats : tc * half * 2, false, "rope")};
+        const RopePush push{u32(tc), u32(n_heads * half), u32(half), bs[0].first,
+                            bs[1].first + u32(whole_table ? at : 0)};
         dispatch(k, bs, &push, ceil_div(static_cast<uint64_t>(tc * n_heads * half), kElementwiseWG));
     }
 }
@@ -423,8 +434,9 @@ void VulkanBackend::attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t 
         throw UnsupportedError("vulkan backend: attention supports head_dim up to " + std::to_string(kMaxHeadDim) +
                                ", the model has " + std::to_string(c.head_dim));
     const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), L = pos0 + T;
-    const Binding kb = bind(k_cache, 0, L * kv_dim, false, "attention");
-    const Binding vb = bind(v_cache, 0, L * kv_dim, false, "attention");
+    // The caches' whole buffers as descriptors (their first L rows as hazards): the same sets at every length.
+    const Binding kb = bind(k_cache, 0, L * kv_dim, false, "attention", true);
+    const Binding vb = bind(v_cache, 0, L * kv_dim, false, "attention", true);
     Binding none = bind(Buf{dummy_, 0, 0}, 0, 1, true, "attention");
     none.track = kUntracked;  // stands in for absent probs: nothing reads it, so it orders nothing
     const Binding pb = probs.valid() ? bind(probs, 0, c.n_heads * T * L, true, "attention") : none;

@@ -180,7 +180,7 @@ int64_t VulkanBackend::max_binding_floats() const {
     return static_cast<int64_t>((ctx_->max_binding_range() - ctx_->offset_alignment()) / 4);
 }
 
-Binding VulkanBackend::bind(Buf b, int64_t first, int64_t count, bool write, const char* op) {
+Binding VulkanBackend::bind(Buf b, int64_t first, int64_t count, bool write, const char* op, bool whole) {
     Slot& s = slot(b, op);
     const int64_t start = b.offset + first;
     if (b.offset < 0 || first < 0 || count < 0 || start + count > s.floats)
@@ -193,12 +193,18 @@ Binding VulkanBackend::bind(Buf b, int64_t first, int64_t count, bool write, con
     if (range > ctx_->max_binding_range())
         throw UnsupportedError(std::string("vulkan backend: ") + op + " would bind " + format_bytes(range) + " of '" +
                                s.name + "' at once; this device allows " + format_bytes(ctx_->max_binding_range()));
-    return Binding{s.buffer.handle(),
-                   offset,
-                   std::min<uint64_t>(range, s.buffer.size() - offset),
-                   static_cast<uint32_t>((byte0 - offset) / 4),
-                   b.id,
-                   write};
+    Binding out{s.buffer.handle(),
+                offset,
+                std::min<uint64_t>(range, s.buffer.size() - offset),
+                static_cast<uint32_t>((byte0 - offset) / 4),
+                b.id,
+                write};
+    if (whole && s.buffer.size() <= ctx_->max_binding_range()) {
+        out.set_offset = 0;
+        out.set_range = s.buffer.size();
+        out.first = static_cast<uint32_t>(start);
+    }
+    return out;
 }
 
 Binding VulkanBackend::bind_weight(const DeviceTensor::Chunk& c) const {
@@ -321,8 +327,11 @@ void VulkanBackend::dispatch(const Kernel& k, std::span<const Binding> bindings,
     key.layout = k.set_layout();
     key.count = static_cast<uint32_t>(bindings.size());
     VkDescriptorBufferInfo* infos = key.infos;
-    for (size_t i = 0; i < bindings.size(); ++i)
-        infos[i] = VkDescriptorBufferInfo{bindings[i].buffer, bindings[i].offset, bindings[i].range};
+    for (size_t i = 0; i < bindings.size(); ++i) {
+        const Binding& b = bindings[i];
+        infos[i] = b.set_range ? VkDescriptorBufferInfo{b.buffer, b.set_offset, b.set_range}
+                               : VkDescriptorBufferInfo{b.buffer, b.offset, b.range};
+    }
     VkDescriptorSet& set = set_cache_[key];
     if (!set) {
         set = descriptors_.allocate(key.layout);

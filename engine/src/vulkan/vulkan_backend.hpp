@@ -32,6 +32,9 @@ namespace strata::vk {
 // A range of a buffer as one shader binding sees it: it starts at `offset` (aligned) and the shader adds
 // `first` elements to reach the data. `track` is the buffer id used for hazard tracking (kUntracked for
 // weights and host pages, which no dispatch writes after they are filled). offset and range are bytes.
+// A binding of the whole buffer (set_range > 0) gives the descriptor [set_offset, set_offset + set_range) and
+// `first` counts from there, while offset and range still name the bytes the op touches, for hazard tracking:
+// the descriptor set is then the same whichever part an op touches (a KV cache's new row, its first L rows).
 struct Binding {
     VkBuffer buffer = VK_NULL_HANDLE;
     uint64_t offset = 0;
@@ -39,6 +42,8 @@ struct Binding {
     uint32_t first = 0;
     uint32_t track = UINT32_MAX;
     bool write = false;
+    uint64_t set_offset = 0;
+    uint64_t set_range = 0;
 };
 constexpr uint32_t kUntracked = UINT32_MAX;
 
@@ -146,8 +151,11 @@ private:
     };
     uint32_t new_slot(Buffer buffer, int64_t floats, std::string name);
     Slot& slot(Buf b, const char* op);
-    // The binding for elements [b.offset + first, b.offset + first + count) of buffer b.
-    Binding bind(Buf b, int64_t first, int64_t count, bool write, const char* op);
+    // The binding for elements [b.offset + first, b.offset + first + count) of buffer b. With whole, the
+    // descriptor covers the whole buffer where one binding can (the hazard range stays the elements'). Only for
+    // an op's single dispatch: synchronization validation takes a descriptor's whole range as accessed, so two
+    // dispatches between barriers writing disjoint parts of one buffer each need their own narrow range.
+    Binding bind(Buf b, int64_t first, int64_t count, bool write, const char* op, bool whole = false);
     // The most elements one binding is sure to cover, whatever the start offset.
     int64_t max_binding_floats() const;
     Binding bind_weight(const DeviceTensor::Chunk& c) const;
