@@ -525,6 +525,7 @@ TEST_CASE("activations quantize to 8-bit blocks of 32: d = max|x| / 127, q = rou
         for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[size_t(32 * k + i)]));
         INFO("block " << k);
         CHECK(a.d[size_t(k)] == amax / 127.0f);
+        for (int i = 0; i < 8; ++i) CHECK(a.d8[size_t(8 * k + i)] == a.d[size_t(k)]);
         int sum = 0;
         for (int i = 0; i < 32; ++i) {
             const float v = x[size_t(32 * k + i)];
