@@ -3,20 +3,23 @@
 # them as GGUF files of each type with strata-cli quantize, runs strata-cli bench on each and prints one table
 # (prefill tokens/s and matrix GFLOP/s, decode tokens/s, weight GB/s of decode, the machine's streaming read in
 # the same run and the fraction decode reaches, the kernels used).
-# Usage: scripts/bench-cpu.sh [--cli PATH]... [--llama-cpp] [--dir DIR] [--shapes "1b 8b"]
+# Usage: scripts/bench-cpu.sh [--cli PATH]... [--llama-cpp] [--dir DIR] [--shapes "1b 8b"] [--rounds R]
 #                             [--llama-cpp-variant NAME] [--types "F16 Q8_0 Q4_K_M"] [--prompt N] [--gen M]
 #                             [--json-dir DIR]
 #                             [-- extra strata-cli bench options]
-# --cli may be given several times (a "before" and an "after" build): each file is then benched with each binary
-# in turn, so that the runs of one file see the same load on a shared machine.
+# --cli may be given several times (a "before" and an "after" build). Each file is run in --rounds rounds
+# (default 3): every strata-cli in turn, then llama.cpp, one run each, so the runs of one file see the same
+# minutes; the tables give each engine's median over the rounds (and every round's decode figure), because on a
+# shared or virtual machine single runs swing by 20% or more from minute to minute.
 # Files are made once and kept in DIR (default /tmp/strata-bench-cpu; the 8B shape needs ~16 GB bf16 plus its
-# GGUFs). Extra options after -- go to every bench run (--exact, --threads N, --repeats R).
+# GGUFs), and flushed to disk (sync) before they are run. Extra options after -- go to every bench run
+# (--exact, --threads N, --cpu-isa NAME).
 # --llama-cpp: llama.cpp side by side (scripts/llama-cpp/fetch: its prebuilt CPU backend and a llama-bench-style
 # harness). The F16 file is written by strata-cli quantize; every block type is then written by llama.cpp's own
-# quantizer from that F16 file (llama-SHAPE-TYPE.llama.gguf), and each file is run by every strata-cli and then by
-# llama.cpp (2 threads, pp = one batch of --prompt tokens, tg = --gen single-token steps, the best of 5 repeats
-# after a warm-up, as strata-cli bench counts), so the runs of one file see the same load. A second table gives
-# Strata / llama.cpp. --llama-cpp-variant haswell runs llama.cpp's AVX2 build only (pair it with
+# quantizer from that F16 file (llama-SHAPE-TYPE.llama.gguf), and each round runs it with every strata-cli and
+# then with llama.cpp (2 threads, pp = one batch of --prompt tokens into an empty cache, tg = --gen single-token
+# steps, after a warm-up: one measurement each, as strata-cli bench makes). A second table gives
+# Strata / llama.cpp from the medians. --llama-cpp-variant haswell runs llama.cpp's AVX2 build only (pair it with
 # -- --cpu-isa avx2 to compare the AVX2 kernels on an AVX-512 machine); by default ggml picks the best.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -27,6 +30,7 @@ types="F16 Q8_0 Q4_K_M"
 prompt=64
 gen=32
 json_dir=""
+rounds=3
 llama_cpp=""
 llama_variant=()
 tokenizer="${STRATA_CACHE_DIR:-$HOME/.cache/strata}/tokenizer/tokenizer.json"
@@ -40,6 +44,7 @@ while [ $# -gt 0 ]; do
     --prompt) prompt="$2"; shift 2 ;;
     --gen) gen="$2"; shift 2 ;;
     --json-dir) json_dir="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
     --llama-cpp) llama_cpp=1; shift ;;
     --llama-cpp-variant) llama_variant=(--cpu-variant "$2"); shift 2 ;;
     --) shift; extra=("$@"); break ;;
@@ -80,46 +85,66 @@ for shape in $shapes; do
         "$cli" quantize --model "$src" --type "$type" --out "$file" >/dev/null 2>&1
       fi
     fi
-    for bench_cli in "${clis[@]}"; do
-      label="$(basename "$(dirname "$(dirname "$bench_cli")")")"  # the build folder
-      json="$("$bench_cli" bench --model "$file" --prompt "$prompt" --gen "$gen" "${extra[@]}")"
-      [ -n "$json_dir" ] && echo "$json" >"$json_dir/$shape-$type-$label.json"
-      rows+=("$(python3 -c '
-import json, sys
-j = json.loads(sys.stdin.read())
-p, d, m = j["prefill"], j["decode"], j["machine_bandwidth"]
-k = j["model"]["backend"].get("kernels", "") or "(before kernels were reported)"
-print("| %s %s | %s | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %s |" % (sys.argv[1], sys.argv[2], sys.argv[3],
-      p["tokens_per_second"], p.get("matmul_gflop_per_second", 0), d["tokens_per_second"],
-      d["effective_weight_gb_per_s"], m["gb_per_s"], j["decode_bandwidth_fraction"], k))' "$shape" "$type" "$label" <<<"$json")")
-      echo "${rows[-1]}"
-      last_json="$json"
+    sync  # a file just written is still being flushed to disk: that must not overlap the first run
+    # Rounds: each strata-cli, then llama.cpp, one run each (llama.cpp --repeats 1: one pp and one tg, as
+    # strata-cli bench measures), --rounds times over; the tables give each engine's median over the rounds.
+    labels=()
+    for bench_cli in "${clis[@]}"; do labels+=("$(basename "$(dirname "$(dirname "$bench_cli")")")"); done  # build folders
+    runs="$(mktemp -d)"
+    for round in $(seq "$rounds"); do
+      for i in "${!clis[@]}"; do
+        "${clis[$i]}" bench --model "$file" --prompt "$prompt" --gen "$gen" "${extra[@]}" >"$runs/strata-$i-$round.json"
+        [ -n "$json_dir" ] && cp "$runs/strata-$i-$round.json" "$json_dir/$shape-$type-${labels[$i]}-$round.json"
+      done
+      if [ -n "$llama_cpp" ]; then
+        "$llama_cpp" "$file" --prompt "$prompt" --gen "$gen" --threads 2 --repeats 1 "${llama_variant[@]}" \
+          >"$runs/llama-$round.json"
+        [ -n "$json_dir" ] && cp "$runs/llama-$round.json" "$json_dir/$shape-$type-llama.cpp-$round.json"
+      fi
     done
-    if [ -n "$llama_cpp" ]; then
-      ljson="$("$llama_cpp" "$file" --prompt "$prompt" --gen "$gen" --threads 2 --repeats 5 "${llama_variant[@]}")"
-      [ -n "$json_dir" ] && echo "$ljson" >"$json_dir/$shape-$type-llama.cpp.json"
-      # Weight GB/s and GFLOP/s from Strata's count of the same file's bytes and products per token.
-      both="$(python3 -c '
-import json, sys
-l, s = json.loads(sys.argv[3]), json.loads(sys.argv[4])
-p, d, m = l["prefill"], l["decode"], s["machine_bandwidth"]
-p["tokens_per_second"], d["tokens_per_second"] = p["max"], d["max"]  # the best repeat, as strata-cli bench reports
-sp = s["prefill"]
-flop = sp.get("matmul_gflop_per_second", 0) / sp["tokens_per_second"] if sp["tokens_per_second"] else 0
-gbs = s["decode"]["weight_bytes_per_token"] * d["tokens_per_second"] / 1e9
-print("| %s %s | llama.cpp (%s) | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | |" % (sys.argv[1], sys.argv[2],
-      l["cpu_backend"], p["tokens_per_second"], flop * p["tokens_per_second"], d["tokens_per_second"], gbs,
-      m["gb_per_s"], gbs / m["gb_per_s"]))
-print("| %s %s | %.2f | %.2f |" % (sys.argv[1], sys.argv[2], sp["tokens_per_second"] / p["tokens_per_second"],
-      s["decode"]["tokens_per_second"] / d["tokens_per_second"]))' "$shape" "$type" "$ljson" "$last_json")"
-      rows+=("$(head -1 <<<"$both")")
-      ratios+=("$(tail -1 <<<"$both")")
-      echo "${rows[-1]}"
-    fi
+    out="$(python3 - "$shape" "$type" "$runs" "$rounds" "${labels[@]}" <<'PY'
+import json, statistics, sys
+shape, type_, runs, rounds, labels = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5:]
+def load(name):
+    try:
+        return json.load(open(f"{runs}/{name}"))
+    except FileNotFoundError:
+        return None
+med = statistics.median
+rows, strata = [], None
+for i, label in enumerate(labels):
+    js = [load(f"strata-{i}-{r}.json") for r in range(1, rounds + 1)]
+    pp = med(j["prefill"]["tokens_per_second"] for j in js)
+    gf = med(j["prefill"].get("matmul_gflop_per_second", 0) for j in js)
+    tg = med(j["decode"]["tokens_per_second"] for j in js)
+    bw = med(j["machine_bandwidth"]["gb_per_s"] for j in js)
+    wb = js[0]["decode"]["weight_bytes_per_token"]
+    k = js[0]["model"]["backend"].get("kernels", "") or "(before kernels were reported)"
+    runs_tg = ", ".join("%.2f" % j["decode"]["tokens_per_second"] for j in js)
+    rows.append("| %s %s | %s | %.1f | %.1f | %.2f (%s) | %.2f | %.2f | %.2f | %s |" % (
+        shape, type_, label, pp, gf, tg, runs_tg, wb * tg / 1e9, bw, wb * tg / 1e9 / bw, k))
+    strata = strata or (pp, gf, tg, bw, wb)
+ls = [load(f"llama-{r}.json") for r in range(1, rounds + 1)]
+if ls[0]:
+    pp = med(l["prefill"]["tokens_per_second"] for l in ls)
+    tg = med(l["decode"]["tokens_per_second"] for l in ls)
+    spp, sgf, stg, bw, wb = strata  # GFLOP/s and weight GB/s from Strata's count of the same file's work
+    runs_tg = ", ".join("%.2f" % l["decode"]["tokens_per_second"] for l in ls)
+    rows.append("| %s %s | llama.cpp (%s) | %.1f | %.1f | %.2f (%s) | %.2f | %.2f | %.2f | |" % (
+        shape, type_, ls[0]["cpu_backend"], pp, sgf / spp * pp if spp else 0, tg, runs_tg, wb * tg / 1e9, bw,
+        wb * tg / 1e9 / bw))
+    rows.append("RATIO| %s %s | %.2f | %.2f |" % (shape, type_, spp / pp, stg / tg))
+print("\n".join(rows))
+PY
+)"
+    rm -rf "$runs"
+    while IFS= read -r line; do
+      case "$line" in RATIO*) ratios+=("${line#RATIO}") ;; *) rows+=("$line"); echo "$line" ;; esac
+    done <<<"$out"
   done
 done
 echo
-echo "| file | build | prefill t/s | prefill GFLOP/s | decode t/s | decode weight GB/s | machine read GB/s | fraction | kernels |"
+echo "| file | build | prefill t/s | prefill GFLOP/s | decode t/s (rounds) | decode weight GB/s | machine read GB/s | fraction | kernels |"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 printf '%s\n' "${rows[@]}"
 echo
