@@ -137,16 +137,21 @@ int run_bench(const Args& args) {
 
     std::vector<float> logits = trace.last_logits;
     std::vector<double> step_s;
+    std::vector<double> record_ms;  // Vulkan: host time recording each decode step (one step's alone is noisy)
     for (int64_t i = 0; i < n_gen; ++i) {
         const auto id = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
         t = Clock::now();
         logits = tf.decode(cache, id, cheap).last_logits;
         step_s.push_back(seconds_since(t));
+#ifdef STRATA_HAVE_VULKAN
+        if (m.backend->info().backend == "vulkan") record_ms.push_back(vulkan_last_step_stats(*m.backend).record_ms);
+#endif
     }
 #ifdef STRATA_HAVE_VULKAN
     const VulkanStepStats last_decode = m.backend->info().backend == "vulkan" ? vulkan_last_step_stats(*m.backend)
                                                                              : VulkanStepStats{};
 #endif
+    std::sort(record_ms.begin(), record_ms.end());
     double decode_s = 0;
     for (double s : step_s) decode_s += s;
     std::vector<double> sorted = step_s;
@@ -179,10 +184,14 @@ int run_bench(const Args& args) {
                        {"barriers", last_decode.barriers},
                        {"descriptor_writes", last_decode.descriptor_writes},
                        {"record_ms", last_decode.record_ms},
+                       {"record_ms_median", record_ms.empty() ? 0.0 : record_ms[record_ms.size() / 2]},
+                       {"record_ms_min", record_ms.empty() ? 0.0 : record_ms.front()},
                        {"gpu_ms", last_decode.gpu_ms}};
         const VulkanMemoryPlacement placed = vulkan_memory_placement(*m.backend);
         machine["device_local_bytes"] = placed.device_local_bytes;
         machine["host_visible_fallback_bytes"] = placed.host_visible_bytes;
+        machine["buffers"] = placed.buffers;
+        machine["memory_allocations"] = placed.allocations;
 #endif
     }
 

@@ -59,10 +59,13 @@ struct VulkanStepStats {
 };
 VulkanStepStats vulkan_last_step_stats(const Backend& backend);
 // Where the backend's device buffers are: bytes in device-local memory, and bytes that went to host-visible
-// memory because device-local memory was full.
+// memory because device-local memory was full; how many buffers there are and how many VkDeviceMemory
+// allocations hold them (most share a few pooled blocks).
 struct VulkanMemoryPlacement {
     uint64_t device_local_bytes = 0;
     uint64_t host_visible_bytes = 0;
+    uint64_t buffers = 0;
+    uint64_t allocations = 0;
 };
 VulkanMemoryPlacement vulkan_memory_placement(const Backend& backend);
 // Compute pipelines the backend has built so far (at load, and any built on first use since).

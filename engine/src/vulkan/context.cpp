@@ -329,6 +329,7 @@ Context::Context(const ContextOptions& options) {
         check(r, "vkCreateCommandPool");
     }
     pipeline_cache_ = std::make_unique<PipelineCache>(device_, properties_, options.pipeline_cache_folder);
+    pool_ = std::make_unique<MemoryPool>(device_, max_allocation_);
     device_local_limit_ = options.device_local_limit;
 }
 
@@ -336,6 +337,7 @@ Context::~Context() {
     if (device_) {
         vkDeviceWaitIdle(device_);  // nothing may still run on memory about to be freed; errors are moot here
         pipeline_cache_.reset();    // saves the file
+        pool_.reset();              // every buffer is gone (they are destroyed before the context)
         if (command_pool_) vkDestroyCommandPool(device_, command_pool_, nullptr);
         vkDestroyDevice(device_, nullptr);
     }

@@ -11,6 +11,7 @@
 #include <vulkan/vulkan.h>
 
 #include "strata/vulkan.hpp"
+#include "memory_pool.hpp"     // beside this header (the tests include it by path)
 #include "pipeline_cache.hpp"  // beside this header (the tests include it by path)
 
 namespace strata::vk {
@@ -83,10 +84,20 @@ public:
     // the heap is no limit to check against there; the allocation itself still fails when RAM runs out.
     bool heap_is_advisory() const { return info_.type == "cpu"; }
 
-    // Bytes of device memory Strata holds now (for out-of-memory messages).
-    uint64_t allocated_bytes() const { return allocated_; }
+    // Bytes of device memory Strata holds now (for out-of-memory messages): the pool's blocks and the buffers
+    // with memory of their own.
+    uint64_t allocated_bytes() const { return allocated_ + pool_->bytes(); }
     void note_allocated(uint64_t bytes) { allocated_ += bytes; }
     void note_freed(uint64_t bytes) { allocated_ -= bytes; }
+    // Device-local memory shared by most buffers (memory_pool.hpp).
+    MemoryPool& pool() { return *pool_; }
+    // Live VkDeviceMemory objects (the pool's blocks, and every buffer with memory of its own) and VkBuffers.
+    uint64_t memory_objects() const { return own_memory_ + pool_->blocks(); }
+    uint64_t buffers() const { return buffers_; }
+    void note_buffer(int delta, bool own_memory) {
+        buffers_ = uint64_t(int64_t(buffers_) + delta);
+        if (own_memory) own_memory_ = uint64_t(int64_t(own_memory_) + delta);
+    }
     // Device-local memory Strata may use: the heap, or the tests' smaller limit (which applies even where the
     // heap is advisory). A buffer that does not fit goes to host-visible memory instead (Buffer).
     uint64_t device_local_limit() const { return device_local_limit_; }
@@ -110,12 +121,14 @@ private:
     uint32_t timestamp_bits_ = 0;
     VkCommandPool command_pool_ = VK_NULL_HANDLE;
     std::unique_ptr<PipelineCache> pipeline_cache_;  // saved and destroyed before the device
+    std::unique_ptr<MemoryPool> pool_;               // freed before the device
     bool validation_ = false;
     uint64_t max_binding_range_ = 0;
     uint64_t max_allocation_ = 0;
     uint64_t allocated_ = 0;
     uint64_t device_local_limit_ = 0;
     uint64_t spilled_ = 0;
+    uint64_t buffers_ = 0, own_memory_ = 0;
 };
 
 // Whether STRATA_VK_VALIDATION asks for the validation layer ("1", "true", "on").

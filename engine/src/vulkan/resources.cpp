@@ -61,8 +61,23 @@ Buffer::Buffer(Context& ctx, uint64_t bytes, Memory memory, const std::string& w
     };
     auto is_oom = [](VkResult r) { return r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY; };
     const bool checks_heap = ctx.device_local_limited() || !ctx.heap_is_advisory();
+    auto fits = [&](uint64_t bytes) { return !checks_heap || bytes + ctx.allocated_bytes() <= heap; };
+    if (memory == Memory::DeviceLocal) {
+        // Most device buffers share the pool's blocks; a block that would not fit the heap is not made, and the
+        // buffer then tries memory of its own (and host-visible memory after that) as before.
+        if (const auto range = ctx.pool().allocate(req, *type, fits)) {
+            pooled_ = *range;
+            ctx.note_buffer(+1, false);
+            const VkResult b = vkBindBufferMemory(ctx.device(), buffer_, pooled_.memory, pooled_.offset);
+            if (b != VK_SUCCESS) {
+                release();
+                check(b, "vkBindBufferMemory (" + what + ")");
+            }
+            return;
+        }
+    }
     VkResult r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
-    if (memory != Memory::DeviceLocal || !checks_heap || req.size + ctx.allocated_bytes() <= heap) r = allocate(*type);
+    if (memory != Memory::DeviceLocal || fits(req.size)) r = allocate(*type);
     if (memory == Memory::DeviceLocal && is_oom(r)) {
         // Device-local memory is full (a small carve-out, a full card): host-visible memory in its place, read
         // over the bus (on an integrated GPU the same RAM). Slower, but the model runs instead of refusing.
@@ -81,6 +96,7 @@ Buffer::Buffer(Context& ctx, uint64_t bytes, Memory memory, const std::string& w
         release();
         check(r, "vkAllocateMemory (" + what + ")");
     }
+    ctx.note_buffer(+1, true);
     if (memory == Memory::DeviceLocal && !spilled_) {  // the tally that out-of-memory messages quote
         ctx.note_allocated(req.size);
         allocation_ = req.size;
@@ -108,6 +124,7 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
         ctx_ = std::exchange(o.ctx_, nullptr);
         buffer_ = std::exchange(o.buffer_, VK_NULL_HANDLE);
         memory_ = std::exchange(o.memory_, VK_NULL_HANDLE);
+        pooled_ = std::exchange(o.pooled_, MemoryPool::Range{});
         size_ = std::exchange(o.size_, 0);
         allocation_ = std::exchange(o.allocation_, 0);
         spilled_ = std::exchange(o.spilled_, 0);
@@ -129,13 +146,19 @@ void Buffer::invalidate() {
 void Buffer::release() {
     if (!ctx_) return;
     if (buffer_) vkDestroyBuffer(ctx_->device(), buffer_, nullptr);
+    if (pooled_.memory) {
+        ctx_->pool().free(pooled_);
+        ctx_->note_buffer(-1, false);
+    }
     if (memory_) {
         vkFreeMemory(ctx_->device(), memory_, nullptr);  // unmaps implicitly
         ctx_->note_freed(allocation_);
         ctx_->note_spilled(-static_cast<int64_t>(spilled_));
+        ctx_->note_buffer(-1, true);
     }
     buffer_ = VK_NULL_HANDLE;
     memory_ = VK_NULL_HANDLE;
+    pooled_ = MemoryPool::Range{};
     mapped_ = nullptr;
     size_ = allocation_ = spilled_ = 0;
 }

@@ -1,6 +1,7 @@
 #pragma once
 // The three nouns of GPU work, each a move-only owner of its Vulkan handles (destroyed with it):
-//   Buffer   - a VkBuffer and the VkDeviceMemory behind it (device-local, or host-visible and mapped)
+//   Buffer   - a VkBuffer and the memory behind it: a range of one of the context's pooled device-local blocks
+//              (memory_pool.hpp), or a VkDeviceMemory of its own (big buffers, host-visible and mapped ones)
 //   Kernel   - one compute shader variant: shader module, descriptor set layout, pipeline layout, pipeline
 //   Sequence - a command buffer and the fence that says it has finished
 // plus DescriptorArena, the descriptor sets of one step (reset together when the next step begins).
@@ -47,7 +48,8 @@ private:
     void release();
     Context* ctx_ = nullptr;
     VkBuffer buffer_ = VK_NULL_HANDLE;
-    VkDeviceMemory memory_ = VK_NULL_HANDLE;
+    VkDeviceMemory memory_ = VK_NULL_HANDLE;  // its own; or the pool's block that `pooled_` is a range of
+    MemoryPool::Range pooled_;
     uint64_t size_ = 0;        // usable bytes
     uint64_t allocation_ = 0;  // device-local bytes behind them (counted in the context's tally)
     uint64_t spilled_ = 0;     // or: bytes of a device-local buffer placed in host-visible memory (the context's too)

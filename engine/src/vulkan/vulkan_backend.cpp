@@ -544,7 +544,7 @@ VulkanMemoryPlacement vulkan_memory_placement(const Backend& backend) {
     auto* vb = dynamic_cast<const vk::VulkanBackend*>(&backend);
     if (!vb) return {};
     const vk::Context& ctx = const_cast<vk::VulkanBackend*>(vb)->context();
-    return {ctx.allocated_bytes(), ctx.spilled_bytes()};
+    return {ctx.allocated_bytes(), ctx.spilled_bytes(), ctx.buffers(), ctx.memory_objects()};
 }
 
 size_t vulkan_pipelines_built(const Backend& backend) {
