@@ -48,9 +48,10 @@ inline const std::vector<Option>& model_options() {
         {"backend", "cpu|vulkan", "where the forward pass runs (default cpu)"},
         {"device", "N", "the Vulkan device, as `strata-cli devices` numbers them (default: the best one)"},
         {"threads", "N", "CPU threads (0 = all cores; default 0)"},
-        {"exact", "", "CPU: exact float32 products for quantized weights too (the default of forward, patch and "
-                      "attribute; generate and bench otherwise use 8-bit integer dot products for block types, as "
-                      "llama.cpp does; F32/F16/BF16 are exact either way)"},
+        {"exact", "", "CPU: exact float32 products for quantized and F16 weights too (the default of forward, "
+                      "patch and attribute; generate and bench otherwise use 8-bit integer dot products for block "
+                      "types and binary16 activations for F16 decode, as llama.cpp does; F32/BF16 are exact "
+                      "either way)"},
         {"cpu-isa", "NAME", "CPU kernels: generic, avx2, avx512-vnni or avx-vnni (default: the best this CPU has)"},
     };
     return o;
