@@ -111,7 +111,7 @@ def load(name):
     except FileNotFoundError:
         return None
 med = statistics.median
-rows, strata = [], None
+rows, strata = [], []
 for i, label in enumerate(labels):
     js = [load(f"strata-{i}-{r}.json") for r in range(1, rounds + 1)]
     pp = med(j["prefill"]["tokens_per_second"] for j in js)
@@ -123,17 +123,18 @@ for i, label in enumerate(labels):
     runs_tg = ", ".join("%.2f" % j["decode"]["tokens_per_second"] for j in js)
     rows.append("| %s %s | %s | %.1f | %.1f | %.2f (%s) | %.2f | %.2f | %.2f | %s |" % (
         shape, type_, label, pp, gf, tg, runs_tg, wb * tg / 1e9, bw, wb * tg / 1e9 / bw, k))
-    strata = strata or (pp, gf, tg, bw, wb)
+    strata.append((label, pp, gf, tg, bw, wb))
 ls = [load(f"llama-{r}.json") for r in range(1, rounds + 1)]
 if ls[0]:
     pp = med(l["prefill"]["tokens_per_second"] for l in ls)
     tg = med(l["decode"]["tokens_per_second"] for l in ls)
-    spp, sgf, stg, bw, wb = strata  # GFLOP/s and weight GB/s from Strata's count of the same file's work
+    _, spp, sgf, stg, bw, wb = strata[0]  # GFLOP/s and weight GB/s from Strata's count of the same file's work
     runs_tg = ", ".join("%.2f" % l["decode"]["tokens_per_second"] for l in ls)
     rows.append("| %s %s | llama.cpp (%s) | %.1f | %.1f | %.2f (%s) | %.2f | %.2f | %.2f | |" % (
         shape, type_, ls[0]["cpu_backend"], pp, sgf / spp * pp if spp else 0, tg, runs_tg, wb * tg / 1e9, bw,
         wb * tg / 1e9 / bw))
-    rows.append("RATIO| %s %s | %.2f | %.2f |" % (shape, type_, spp / pp, stg / tg))
+    for label, spp, _, stg, _, _ in strata:
+        rows.append("RATIO| %s %s | %s | %.2f | %.2f |" % (shape, type_, label, spp / pp, stg / tg))
 print("\n".join(rows))
 PY
 )"
@@ -149,8 +150,8 @@ echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 printf '%s\n' "${rows[@]}"
 echo
 if [ ${#ratios[@]} -gt 0 ]; then
-  echo "| file | Strata / llama.cpp pp$prompt | Strata / llama.cpp tg$gen |"
-  echo "| --- | --- | --- |"
+  echo "| file | build | Strata / llama.cpp pp$prompt | Strata / llama.cpp tg$gen |"
+  echo "| --- | --- | --- | --- |"
   printf '%s\n' "${ratios[@]}"
   echo
 fi
