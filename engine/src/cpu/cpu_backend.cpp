@@ -207,7 +207,8 @@ void CpuBackend::matmul(Buf out, Buf x, const TensorView& w, int64_t T) {
     if (!exact_ && T == 1 && w.dtype == DType::F16) {
         if (const float scale = half_activations(xs, cols, xh_, float_isa_); scale > 0) {
             const uint16_t* xh = xh_.data();
-            pool_.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) { matvec_f16_h(w, xh, scale, o, r0, r1, float_isa_); });
+            pool_.parallel_for(rows, 16,
+                               [&](int64_t r0, int64_t r1) { matvec_f16_h(w, xh, scale, o, r0, r1, float_isa_); });
             return;
         }
     }
