@@ -35,10 +35,11 @@ CpuIsa best_cpu_isa();
 // Avx512Vnni's integer-dot kernels with Avx2's float ones, unless Avx512Vnni was asked for by name.
 bool cpu_wide_float_kernels();
 
-// Whether the block-type decode prefetches each next weight row in software (quant::dot_q8_matrix). Measured
-// (docs/performance.md): on an Intel Xeon it doubled one-thread Q4_K_M decode, a row of a few KiB being too
-// short a stream for the hardware prefetcher there; on an AMD EPYC (Zen 4) it cost 10-25% of decode, the
-// hardware prefetcher already following the rows. So Intel CPUs only.
+// Whether the block-type decode prefetches each whole next weight row in software (quant::dot_q8_matrix).
+// Measured (docs/performance.md): on an Intel Xeon it doubled one-thread Q4_K_M decode, a row of a few KiB being
+// too short a stream for the hardware prefetcher there; on an AMD EPYC (Zen 4) that burst cost 10-25% of decode,
+// and a line 2 KiB ahead of each line read, spread over the loop, gained 13% on 8B Q4_K_M. So the burst on Intel
+// CPUs, the spread prefetch elsewhere.
 bool cpu_prefetch_rows();
 
 }  // namespace strata

@@ -86,8 +86,8 @@ float dot_q8(DType t, const void* row, const Q8Activations& x, int64_t first, in
 
 // out[tok * out_stride + r] = dot_q8(t, row r, x, tok * n, n, isa) for rows [r0, r1) of a matrix of n-weight rows
 // stored back to back from base, and the T token rows of x (x.n >= T * n): the same values, bit for bit, with
-// each block of a row decoded once for up to four tokens (prefill) and, where cpu_prefetch_rows() says so, the
-// next row prefetched while one is computed. The CPU backend's matmul calls it once per range of rows.
+// each block of a row decoded once for up to four tokens (prefill) and, in decode, the weights prefetched ahead of
+// the reads (cpu_prefetch_rows). The CPU backend's matmul calls it once per range of rows.
 void dot_q8_matrix(DType t, const void* base, int64_t r0, int64_t r1, const Q8Activations& x, int64_t T, int64_t n,
                    CpuIsa isa, float* out, int64_t out_stride);
 

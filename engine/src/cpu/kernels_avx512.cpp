@@ -13,6 +13,11 @@
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx2,fma,f16c")
+// GCC 12's 512-bit extract / reduce intrinsics pass an undefined vector as their merge source and warn that it
+// "may be" or "is" used uninitialized wherever they are inlined (GCC bug 105593, fixed in 13; as quant/dot_q8.cpp).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace strata::cpu::avx512 {
 
@@ -150,5 +155,6 @@ void matvec_f16_h(const TensorView& w, const uint16_t* xh, float unscale, float*
 
 }  // namespace strata::cpu::avx512
 
+#pragma GCC diagnostic pop
 #pragma GCC pop_options
 #endif
