@@ -62,9 +62,11 @@ void tiles(const float* wblock, int64_t nrows, const float* x, int64_t T, int64_
 // Decode with F16 weights on 16-wide vectors, one row at a time (a sequential stream per thread).
 void matvec_f16(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1);
 // The fast path's F16 decode (half_activations, matvec_f16_h): x times half_scale(max |x|) in binary16, and
-// each sum times `unscale`, its inverse. to_f16 returns the scale, 0 where x holds Inf or NaN.
+// each sum times `unscale`, its inverse; `ahead` > 0 prefetches that many bytes ahead of the weights read.
+// to_f16 returns the scale, 0 where x holds Inf or NaN.
 float to_f16(const float* x, uint16_t* h, int64_t n);
-void matvec_f16_h(const TensorView& w, const uint16_t* xh, float unscale, float* out, int64_t r0, int64_t r1);
+void matvec_f16_h(const TensorView& w, const uint16_t* xh, float unscale, float* out, int64_t r0, int64_t r1,
+                  int ahead);
 }  // namespace avx512
 
 // The F16C kernels (kernels_f16c.cpp), for CPUs with AVX2 + FMA + F16C.
@@ -72,7 +74,8 @@ namespace f16c {
 void widen(const std::byte* p, float* out, int64_t n);
 void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1);
 float to_f16(const float* x, uint16_t* h, int64_t n);  // as avx512::to_f16 / matvec_f16_h
-void matvec_h(const TensorView& w, const uint16_t* xh, float unscale, float* out, int64_t r0, int64_t r1);
+void matvec_h(const TensorView& w, const uint16_t* xh, float unscale, float* out, int64_t r0, int64_t r1,
+              int ahead);
 }  // namespace f16c
 
 }  // namespace strata::cpu

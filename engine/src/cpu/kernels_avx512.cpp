@@ -135,7 +135,8 @@ float to_f16(const float* x, uint16_t* h, int64_t n) {
     return s;
 }
 
-void matvec_f16_h(const TensorView& w, const uint16_t* xh, float unscale, float* out, int64_t r0, int64_t r1) {
+void matvec_f16_h(const TensorView& w, const uint16_t* xh, float unscale, float* out, int64_t r0, int64_t r1,
+                  int ahead) {
     // As matvec_f16, with x in binary16 too: half the bytes of x pass through L1 per weight.
     const int64_t n = w.cols();
     const std::byte* xb = reinterpret_cast<const std::byte*>(xh);
@@ -144,8 +145,13 @@ void matvec_f16_h(const TensorView& w, const uint16_t* xh, float unscale, float*
         __m512 a[4];
         for (int k = 0; k < 4; ++k) a[k] = _mm512_setzero_ps();
         int64_t i = 0;
-        for (; i + 64 <= n; i += 64)
+        for (; i + 64 <= n; i += 64) {
+            if (ahead) {
+                __builtin_prefetch(p + 2 * i + ahead);
+                __builtin_prefetch(p + 2 * i + ahead + 64);
+            }
             for (int k = 0; k < 4; ++k) a[k] = _mm512_fmadd_ps(load16(p, i + 16 * k), load16(xb, i + 16 * k), a[k]);
+        }
         for (; i + 16 <= n; i += 16) a[0] = _mm512_fmadd_ps(load16(p, i), load16(xb, i), a[0]);
         float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
         for (; i < n; ++i) s += load1(p, i) * load1(xb, i);

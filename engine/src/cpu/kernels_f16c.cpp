@@ -117,7 +117,8 @@ float to_f16(const float* x, uint16_t* h, int64_t n) {
 }
 
 // x in binary16 as well, one row at a time (a thread's rows are then one sequential stream), four partial sums.
-void matvec_h(const TensorView& w, const uint16_t* xh, float unscale, float* out, int64_t r0, int64_t r1) {
+void matvec_h(const TensorView& w, const uint16_t* xh, float unscale, float* out, int64_t r0, int64_t r1,
+              int ahead) {
     const int64_t n = w.cols();
     const std::byte* xb = reinterpret_cast<const std::byte*>(xh);
     for (int64_t r = r0; r < r1; ++r) {
@@ -125,8 +126,10 @@ void matvec_h(const TensorView& w, const uint16_t* xh, float unscale, float* out
         __m256 a[4];
         for (int k = 0; k < 4; ++k) a[k] = _mm256_setzero_ps();
         int64_t i = 0;
-        for (; i + 32 <= n; i += 32)
+        for (; i + 32 <= n; i += 32) {
+            if (ahead) __builtin_prefetch(p + 2 * i + ahead);
             for (int k = 0; k < 4; ++k) a[k] = _mm256_fmadd_ps(load8(p, i + 8 * k), load8(xb, i + 8 * k), a[k]);
+        }
         for (; i + 8 <= n; i += 8) a[0] = _mm256_fmadd_ps(load8(p, i), load8(xb, i), a[0]);
         float s = hsum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
         for (; i < n; ++i) s += load1(p, i) * load1(xb, i);
