@@ -118,7 +118,7 @@ TEST_CASE("the explorer opens a model, runs the prompt, and steps through layers
     CHECK(tv->shownName() == "layers.1.ffn_hidden");
     CHECK(tv->heatmap()->cols() == st.model()->config.hidden_dim);
     CHECK(e.w.cardPanel()->cardId() == "ffn_hidden");
-    CHECK(e.w.cardPanel()->sourceText().contains("b.swiglu(hidden, a, g, T * hd);"));
+    CHECK(e.w.cardPanel()->sourceText().contains("b.matmul_swiglu(hidden, x, *w.w1, *w.w3, T, a, g);"));
 }
 
 TEST_CASE("every view draws the demonstration model's run", "[ui][widgets]") {
@@ -259,7 +259,7 @@ TEST_CASE("weights are read on the worker and exports write what is shown", "[ui
     CHECK(distinct_colours(grabbed(tv->heatmap())) > 50);
     CHECK(e.w.cardPanel()->cardId() == "w_wq");
     CHECK(e.w.cardPanel()->html().contains("Query projection"));
-    CHECK(e.w.cardPanel()->sourceText().contains("b.matmul(xq, x, *w.wq, T);"));
+    CHECK(e.w.cardPanel()->sourceText().contains("b.matmul_rope(xq, x, *w.wq, T, c.n_heads, pos0);"));
 
     const std::filesystem::path dir = test::temp_dir("ui-export");
     const QString wq = QString::fromStdString((dir / "wq.npy").string());
