@@ -60,40 +60,46 @@ fs::path quantized(const std::string& tag, const fs::path& model_dir, const std:
     return made[tag] = out;
 }
 
-// Logits at every position of a fixed prompt (CPU backend, exact path unless options say otherwise).
-std::vector<float> logits(const fs::path& path, const BackendOptions& options = {}) {
+// The fixed prompt the logits below are taken at.
+const std::vector<int32_t> kPrompt{128000, 791, 4062, 14198, 39935, 35308, 927, 279};
+
+// The CPU backend (exact path unless options say otherwise) loaded with the model at `path`, handed to `run`
+// with a transformer and a 16-position cache.
+template <class Run>
+std::vector<float> with_model(const fs::path& path, const BackendOptions& options, Run run) {
     const auto model = load_model(path);
     auto backend = make_backend(options);
     backend->load(*model);
     Transformer tf(*model, *backend);
     KVCache cache(*backend, model->config, 16);
-    TraceRequest req;
-    req.logits_all_positions = true;
-    req.keep_logits = true;
-    const std::vector<int32_t> tokens{128000, 791, 4062, 14198, 39935, 35308, 927, 279};
-    const Trace t = tf.prefill(cache, tokens, req);
-    return t.find("logits")->data;
+    return run(tf, cache);
+}
+
+// Logits at every position of the prompt.
+std::vector<float> logits(const fs::path& path, const BackendOptions& options = {}) {
+    return with_model(path, options, [](Transformer& tf, KVCache& cache) {
+        TraceRequest req;
+        req.logits_all_positions = true;
+        req.keep_logits = true;
+        return tf.prefill(cache, kPrompt, req).find("logits")->data;
+    });
 }
 
 // The logits of decode steps (T = 1 matmuls, where the F16 fast path applies): the prompt's first four tokens
 // prefilled, then the other four decoded one at a time; the four steps' logits, one after another.
 std::vector<float> decode_logits(const fs::path& path, const BackendOptions& options = {}) {
-    const auto model = load_model(path);
-    auto backend = make_backend(options);
-    backend->load(*model);
-    Transformer tf(*model, *backend);
-    KVCache cache(*backend, model->config, 16);
-    TraceRequest req;
-    req.keep_logits = true;
-    const std::vector<int32_t> tokens{128000, 791, 4062, 14198, 39935, 35308, 927, 279};
-    tf.prefill(cache, std::span(tokens).first(4), req);
-    std::vector<float> all;
-    for (size_t i = 4; i < tokens.size(); ++i) {
-        const Trace t = tf.decode(cache, tokens[i], req);
-        const std::vector<float>& l = t.find("logits")->data;
-        all.insert(all.end(), l.begin(), l.end());
-    }
-    return all;
+    return with_model(path, options, [](Transformer& tf, KVCache& cache) {
+        TraceRequest req;
+        req.keep_logits = true;
+        tf.prefill(cache, std::span(kPrompt).first(4), req);
+        std::vector<float> all;
+        for (size_t i = 4; i < kPrompt.size(); ++i) {
+            const Trace t = tf.decode(cache, kPrompt[i], req);
+            const std::vector<float>& l = t.find("logits")->data;
+            all.insert(all.end(), l.begin(), l.end());
+        }
+        return all;
+    });
 }
 
 std::map<std::string, DType> stored_types(const fs::path& path) {
