@@ -16,7 +16,7 @@ using namespace strata::ui;
 
 namespace {
 
-ModelSummaryPtr summaryOf(const Model& m) { return EngineWorker::summarize(m, BackendInfo{"cpu", "test", "cpu", ""}, {}); }
+ModelSummaryPtr summaryOf(const Model& m) { return EngineWorker::summarize(m, BackendInfo{"cpu", "test", "cpu", "", ""}, {}); }
 
 // Qt's tester reports through qWarning in Warning mode: collect its complaints.
 QStringList* g_warnings = nullptr;

@@ -119,7 +119,7 @@ TEST_CASE("every part of the atlas has the cards it names", "[ui][cards]") {
     test::ui_app();
     const auto model = load_model(test::golden_hf_dir());
     AtlasModel atlas;
-    atlas.setSummary(EngineWorker::summarize(*model, BackendInfo{"cpu", "test", "cpu", ""}, {}));
+    atlas.setSummary(EngineWorker::summarize(*model, BackendInfo{"cpu", "test", "cpu", "", ""}, {}));
     std::function<void(const QModelIndex&)> walk = [&](const QModelIndex& parent) {
         for (int r = 0; r < atlas.rowCount(parent); ++r) {
             const QModelIndex i = atlas.index(r, 0, parent);

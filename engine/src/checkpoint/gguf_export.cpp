@@ -198,8 +198,11 @@ void write_gguf(const Model& model, const fs::path& final_out, const GgufWriteOp
     const ModelConfig& c = model.config;
     if (fs::is_directory(final_out)) throw Error("write_gguf: " + final_out.string() + " is a folder");
     // A temporary name beside the target (same file system, so the rename is atomic).
-    const fs::path out = final_out.parent_path() /
-                         ("." + final_out.filename().string() + ".tmp-" + std::to_string(::getpid()));
+    // (Appended, not "." + string: GCC 12 warns falsely of an overlapping memcpy in that operator+, bug 105329.)
+    std::string tmp_name = ".";
+    tmp_name += final_out.filename().string();
+    tmp_name += ".tmp-" + std::to_string(::getpid());
+    const fs::path out = final_out.parent_path() / tmp_name;
     const Tokenizer& tok = model.tokenizer;
     if (tok.empty()) throw TokenizerError("write_gguf: the model has no tokenizer to embed in " + final_out.string());
 
