@@ -636,6 +636,25 @@ TEST_CASE("the CPU backend's integer-dot path matches quant::dot_q8 and is close
             }
         }
     }
+    // Q8_0 rows whose block count is odd (the last block outside the 512-bit pairs), in pairs and alone (an odd
+    // number of rows): still dot_q8's bits.
+    {
+        const int64_t rows = 5, cols = 32 * 25, T = 6;
+        std::vector<uint8_t> b(dtype_bytes(DType::Q8_0, rows * cols));
+        const std::vector<float> w = gaussian(rows * cols, rng, 0.02f), x = gaussian(T * cols, rng);
+        quant::quantize(DType::Q8_0, w.data(), b.data(), rows * cols);
+        quant::Q8Activations a;
+        quant::quantize_activations(x.data(), T * cols, a);
+        for (CpuIsa isa : supported_cpu_isas()) {
+            std::vector<float> out(T * rows);
+            quant::dot_q8_matrix(DType::Q8_0, b.data(), 0, rows, a, T, cols, isa, out.data(), rows);
+            INFO(cpu_isa_name(isa));
+            for (int64_t tok = 0; tok < T; ++tok)
+                for (int64_t r = 0; r < rows; ++r)
+                    CHECK(out[size_t(tok * rows + r)] ==
+                          quant::dot_q8(DType::Q8_0, b.data() + r * dtype_bytes(DType::Q8_0, cols), a, tok * cols, cols, isa));
+        }
+    }
     BackendOptions bad;
     bad.cpu_isa = "sse9";
     CHECK_THROWS_AS(make_backend(bad), InputError);
