@@ -74,7 +74,6 @@ struct Q8Activations {
     std::vector<float> sum32;  // [n / 32]: d * sum of q over each 32 elements
     std::vector<float> d8;     // [n / 32 * 8]: d with each scale in 8 consecutive lanes (the 512-bit kernels
                                // read two blocks' scales, one per half of a vector, with one load)
-    std::vector<uint8_t> qu;   // [n]: q + 128, unsigned: the 512-bit kernels' side of vpdpbusd for signed weights
 };
 
 // Quantizes x[0..n) (n a multiple of 32) into `out`, reusing its storage. Non-finite x gives non-finite d.

@@ -326,10 +326,8 @@ float half_activations(const float* x, int64_t n, std::vector<uint16_t>& xh, Cpu
 void matvec_f16_h(const TensorView& w, const uint16_t* xh, float scale, float* out, int64_t r0, int64_t r1,
                   CpuIsa isa) {
     const float unscale = 1.0f / scale;  // a power of two: exact
-    // A line 2 KiB ahead of the reads (8B F16 decode 1.14x on an AMD EPYC Zen 4, 1B unchanged;
-    // docs/performance.md); not on the CPUs that prefetch whole rows for the block types (Intel), where this
-    // kernel has not been measured with it.
-    static const int ahead = cpu_prefetch_rows() ? 0 : 2048;
+    // (Not on the CPUs that prefetch whole rows for the block types, Intel, where this kernel was not measured.)
+    static const int ahead = cpu_prefetch_ahead();
 #ifdef STRATA_HAVE_F16C
     if (isa == CpuIsa::Avx512Vnni) return avx512::matvec_f16_h(w, xh, unscale, out, r0, r1, ahead);
     return f16c::matvec_h(w, xh, unscale, out, r0, r1, ahead);

@@ -133,11 +133,6 @@ STRATA_SIMD_CLONES void quantize_blocks(const float* x, int64_t nb, int8_t* q, f
     }
 }
 
-// q + 128 as unsigned bytes (Q8Activations::qu). Cloned so the loop vectorises.
-STRATA_SIMD_CLONES void offset_levels(const int8_t* q, int64_t n, uint8_t* qu) {
-    for (int64_t i = 0; i < n; ++i) qu[i] = static_cast<uint8_t>(q[i] + 128);
-}
-
 }  // namespace
 
 #ifdef STRATA_X86_KERNELS
@@ -191,8 +186,6 @@ void quantize_activations(const float* x, int64_t n, Q8Activations& out) {
     out.d8.resize(static_cast<size_t>(n / 32 * 8));
     for (size_t k = 0; k < out.d.size(); ++k)
         std::fill_n(out.d8.begin() + static_cast<std::ptrdiff_t>(8 * k), 8, out.d[k]);
-    out.qu.resize(static_cast<size_t>(n));
-    offset_levels(out.q.data(), n, out.qu.data());
 }
 
 namespace {
@@ -229,18 +222,17 @@ void dot_q8_matrix(DType t, const void* base, int64_t r0, int64_t r1, const Q8Ac
     const auto* b = static_cast<const uint8_t*>(base);
     const uint64_t row_bytes = dtype_bytes(t, n);
 #ifdef STRATA_X86_KERNELS
-    // Decode's software prefetch: the next row on CPUs that want it (cpu_prefetch_rows), elsewhere 2 KiB ahead of
-    // the reads (8B Q4_K_M decode 1.13x on an AMD EPYC Zen 4; 1B unchanged; docs/performance.md).
+    // Decode's software prefetch: the next row on CPUs that want it, elsewhere a line ahead of the reads.
     static const bool prefetch = cpu_prefetch_rows();
-    constexpr int kAhead = 2048;
+    static const int ahead = cpu_prefetch_ahead();
 #endif
     switch (isa) {
 #ifdef STRATA_X86_KERNELS
-        case CpuIsa::Avx2: return avx2::dot_matrix(t, b, row_bytes, r0, r1, x, T, n, out, out_stride, prefetch, kAhead);
+        case CpuIsa::Avx2: return avx2::dot_matrix(t, b, row_bytes, r0, r1, x, T, n, out, out_stride, prefetch, ahead);
         case CpuIsa::Avx512Vnni:
-            return avx512_vnni::dot_matrix(t, b, row_bytes, r0, r1, x, T, n, out, out_stride, prefetch, kAhead);
+            return avx512_vnni::dot_matrix(t, b, row_bytes, r0, r1, x, T, n, out, out_stride, prefetch, ahead);
         case CpuIsa::AvxVnni:
-            return avx_vnni::dot_matrix(t, b, row_bytes, r0, r1, x, T, n, out, out_stride, prefetch, kAhead);
+            return avx_vnni::dot_matrix(t, b, row_bytes, r0, r1, x, T, n, out, out_stride, prefetch, ahead);
 #endif
         default:
             for (int64_t r = r0; r < r1; ++r)
