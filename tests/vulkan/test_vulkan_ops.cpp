@@ -312,16 +312,26 @@ TEST_CASE("attention matches the CPU backend (grouped-query, causal, probs, spli
     struct Case {
         int64_t n_heads, n_kv_heads, head_dim, T, pos0;
     };
-    // The default path, then with the keys of every decode (up to 4 queries) split over workgroups and merged.
+    // The default path, then with the keys of every decode (up to 4 queries) split over workgroups and merged;
+    // each with the query heads of a KV head in one workgroup (attention_grouped.comp, where no probabilities are
+    // asked for) and with a workgroup per query head (attention.comp).
+    for (const char* grouped : {"1", "0"})
     for (const char* split_from : {"1000000", "1"}) {
+        ScopedEnv env_grouped("STRATA_VK_ATTN_GROUPED", grouped);
         ScopedEnv env("STRATA_VK_ATTN_SPLIT_FROM", split_from);
         Backends backends;
+        // Grouped shapes: the demo's 4 heads per KV head at head_dim 32, Llama 3 8B's 4 at 128 (two queries per
+        // workgroup, an odd T leaves the last workgroup one), 8 at 64, 4 x 256 (the most one workgroup holds),
+        // head_dim 96 (lanes idle), 16 heads per KV head (too many: attention.comp runs).
         for (const Case& c :
              {Case{2, 1, 64, 1, 0}, Case{4, 2, 128, 5, 3}, Case{3, 3, 8, 1, 130}, Case{2, 1, 64, 7, 140},
-              Case{1, 1, 256, 2, 1}, Case{2, 1, 64, 3, 600}, Case{4, 2, 128, 1, 300}}) {
+              Case{1, 1, 256, 2, 1}, Case{2, 1, 64, 3, 600}, Case{4, 2, 128, 1, 300}, Case{8, 2, 32, 6, 20},
+              Case{8, 2, 32, 1, 300}, Case{8, 2, 128, 9, 40}, Case{8, 1, 64, 3, 70}, Case{4, 1, 256, 3, 33},
+              Case{4, 2, 96, 4, 17}, Case{16, 1, 16, 2, 5}}) {
             for (bool probs : {false, true}) {
-                INFO("split from " << split_from << " heads " << c.n_heads << ":" << c.n_kv_heads << " head_dim "
-                                   << c.head_dim << " T " << c.T << " pos0 " << c.pos0 << " probs " << probs);
+                INFO("grouped " << grouped << " split from " << split_from << " heads " << c.n_heads << ":"
+                                << c.n_kv_heads << " head_dim " << c.head_dim << " T " << c.T << " pos0 " << c.pos0
+                                << " probs " << probs);
                 const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim, L = c.pos0 + c.T;
                 Filler f;
                 const int32_t iq = f.add(random_floats(c.T * q_dim, 41));

@@ -22,6 +22,8 @@ constexpr uint32_t kTile = 64;               // matmul.comp's BM and BN
 constexpr uint32_t kTopkPerInvocation = 16;  // topk.comp's E
 constexpr int64_t kTopkMax = 64;             // larger k is ranked on the host from a readback
 constexpr int64_t kMaxHeadDim = 256;         // attention.comp keeps 2 * WG output dims per invocation
+// attention_grouped.comp: its workgroup size, query rows and their floats, and the floats of a staged key block.
+constexpr int64_t kGroupedWG = 128, kGroupedRows = 8, kGroupedRowFloats = 1024, kGroupedKeyFloats = 2112;
 
 struct ElementwisePush {
     uint32_t n, a_first, b_first, o_first;
@@ -53,6 +55,13 @@ struct AttentionPush {
     uint32_t write_probs;
     float scale;
     uint32_t p_T, p_t0, p_L;
+    uint32_t n_splits, split_keys;
+};
+struct GroupedAttentionPush {
+    uint32_t T, pos0, n_heads, n_rep, head_dim, kv_dim;
+    uint32_t q_first, k_first, v_first, o_first;
+    float scale;
+    uint32_t qt, bk;
     uint32_t n_splits, split_keys;
 };
 struct CombinePush {
@@ -97,6 +106,8 @@ constexpr KernelShape kRope{"rope", 2, sizeof(RopePush)};
 constexpr KernelShape kAttention{"attention", 5, sizeof(AttentionPush)};
 constexpr KernelShape kAttentionSplit{"attention_split", 5, sizeof(AttentionPush)};
 constexpr KernelShape kAttentionCombine{"attention_combine", 2, sizeof(CombinePush)};
+constexpr KernelShape kAttentionGrouped{"attention_grouped", 4, sizeof(GroupedAttentionPush)};
+constexpr KernelShape kAttentionGroupedSplit{"attention_grouped_split", 4, sizeof(GroupedAttentionPush)};
 constexpr KernelShape kTopk{"topk", 2, sizeof(TopkPush)};
 constexpr KernelShape kTopkMerge{"topk_merge", 2, sizeof(TopkPush)};
 
@@ -258,7 +269,8 @@ void VulkanBackend::prepare_kernels(const Model& model) {
     // Every pipeline a decode step runs, and the prompt kernels of each weight, built (or read from the pipeline
     // cache) now, so that no timed step compiles one. Other shapes (short prompts' matvec forms, top-k merges of
     // long rows) are built on first use as before.
-    for (const KernelShape* s : {&kSwiglu, &kAdd, &kCopy, &kRope, &kAttention, &kAttentionSplit, &kAttentionCombine})
+    for (const KernelShape* s : {&kSwiglu, &kAdd, &kCopy, &kRope, &kAttention, &kAttentionSplit, &kAttentionCombine,
+                              &kAttentionGrouped, &kAttentionGroupedSplit})
         kernel(*s);
     kernel(kTopk, {tuning_.topk_workgroup});
     kernel(kTopkMerge, {tuning_.topk_workgroup});
@@ -433,21 +445,48 @@ void VulkanBackend::attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t 
     if (c.head_dim > kMaxHeadDim)
         throw UnsupportedError("vulkan backend: attention supports head_dim up to " + std::to_string(kMaxHeadDim) +
                                ", the model has " + std::to_string(c.head_dim));
-    const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), L = pos0 + T;
+    const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), L = pos0 + T, n_rep = c.n_rep();
     // The caches' whole buffers as descriptors (their first L rows as hazards): the same sets at every length.
     const Binding kb = bind(k_cache, 0, L * kv_dim, false, "attention", true);
     const Binding vb = bind(v_cache, 0, L * kv_dim, false, "attention", true);
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+    const int64_t per = std::max<int64_t>(1, max_binding_floats() / q_dim);  // queries per q/out binding
+
+    // Without probabilities, the query heads of one KV head share a workgroup (attention_grouped.comp): qt
+    // queries x n_rep heads as its rows, blocks of bk keys staged in shared memory.
+    const bool grouped = tuning_.attention_grouped && !probs.valid() && n_rep <= kGroupedRows &&
+                         n_rep * c.head_dim <= kGroupedRowFloats;
+    const int64_t qt = grouped ? std::clamp<int64_t>(std::min(kGroupedRows / n_rep, kGroupedRowFloats / (n_rep * c.head_dim)), 1, T) : 1;
+    const int64_t bk = std::min(kGroupedKeyFloats / (c.head_dim + 1), kGroupedWG / (qt * n_rep));
+    // Workgroups per query block before any split: one per KV head (grouped) or per query head.
+    const int64_t heads_per_group = grouped ? n_rep : 1;
+    auto grouped_push = [&](int64_t t0, int64_t tc, const Binding& qb, const Binding& ob) {
+        GroupedAttentionPush push{};
+        push.T = u32(tc);
+        push.pos0 = u32(pos0 + t0);
+        push.n_heads = u32(c.n_heads);
+        push.n_rep = u32(n_rep);
+        push.head_dim = u32(c.head_dim);
+        push.kv_dim = u32(kv_dim);
+        push.q_first = qb.first;
+        push.k_first = kb.first;
+        push.v_first = vb.first;
+        push.o_first = ob.first;
+        push.scale = scale;
+        push.qt = u32(qt);
+        push.bk = u32(bk);
+        return push;
+    };
     Binding none = bind(Buf{dummy_, 0, 0}, 0, 1, true, "attention");
     none.track = kUntracked;  // stands in for absent probs: nothing reads it, so it orders nothing
     const Binding pb = probs.valid() ? bind(probs, 0, c.n_heads * T * L, true, "attention") : none;
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
-    // The push constants for queries [t0, t0 + tc) of the T.
+    // attention.comp's push constants for queries [t0, t0 + tc) of the T.
     auto push_for = [&](int64_t t0, int64_t tc, const Binding& qb, const Binding& ob) {
         AttentionPush push{};
         push.T = u32(tc);
         push.pos0 = u32(pos0 + t0);
         push.n_heads = u32(c.n_heads);
-        push.n_rep = u32(c.n_rep());
+        push.n_rep = u32(n_rep);
         push.head_dim = u32(c.head_dim);
         push.kv_dim = u32(kv_dim);
         push.q_first = qb.first;
@@ -464,20 +503,30 @@ void VulkanBackend::attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t 
     };
 
     if (!probs.valid() && T <= 4 && L >= tuning_.attention_split_from && T * q_dim <= max_binding_floats()) {
-        // Decode over a long cache: one workgroup per head would leave most of the GPU idle, so the keys are
-        // split over several workgroups per head and the splits merged by a second dispatch.
-        const int64_t split_keys = tuning_.attention_split_keys;
+        // Decode over a long cache: a workgroup per head (or per KV head) would leave most of the GPU idle, so
+        // the keys are split over enough workgroups to fill it, and the splits merged by a second dispatch.
+        const int64_t groups = (T + qt - 1) / qt * (c.n_heads / heads_per_group);
+        const int64_t wanted = std::max<int64_t>(1, (tuning_.attention_groups + groups - 1) / groups);
+        int64_t split_keys = std::max(tuning_.attention_split_keys, (L + wanted - 1) / wanted);
+        if (grouped) split_keys = (split_keys + bk - 1) / bk * bk;  // whole key blocks
         const int64_t n_splits = (L + split_keys - 1) / split_keys;
         const int64_t part_floats = T * c.n_heads * n_splits * (c.head_dim + 2);  // [T, n_heads, n_splits, hd + 2]
         const Buf parts = scratch(attention_scratch_, part_floats, "attention partial sums");
         const Binding qb = bind(q, 0, T * q_dim, false, "attention");
         const Binding partial = bind(parts, 0, part_floats, true, "attention");
-        AttentionPush push = push_for(0, T, qb, partial);
-        push.n_splits = u32(n_splits);
-        push.split_keys = u32(split_keys);
-        const Binding bs[] = {qb, kb, vb, partial, none};
-        dispatch(kernel(kAttentionSplit), bs, &push,
-                 static_cast<uint64_t>(T * c.n_heads * n_splits));
+        if (grouped) {
+            GroupedAttentionPush push = grouped_push(0, T, qb, partial);
+            push.n_splits = u32(n_splits);
+            push.split_keys = u32(split_keys);
+            const Binding bs[] = {qb, kb, vb, partial};
+            dispatch(kernel(kAttentionGroupedSplit), bs, &push, static_cast<uint64_t>(groups * n_splits));
+        } else {
+            AttentionPush push = push_for(0, T, qb, partial);
+            push.n_splits = u32(n_splits);
+            push.split_keys = u32(split_keys);
+            const Binding bs[] = {qb, kb, vb, partial, none};
+            dispatch(kernel(kAttentionSplit), bs, &push, static_cast<uint64_t>(groups * n_splits));
+        }
         Binding parts_in = partial;
         parts_in.write = false;
         const Binding cs[] = {parts_in, bind(out, 0, T * q_dim, true, "attention")};
@@ -486,14 +535,19 @@ void VulkanBackend::attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t 
         return;
     }
 
-    const Kernel& k = kernel(kAttention);
-    const int64_t per = std::max<int64_t>(1, max_binding_floats() / q_dim);  // queries per q/out binding
     for (int64_t t0 = 0; t0 < T; t0 += per) {
         const int64_t tc = std::min(per, T - t0);
-        const Binding bs[] = {bind(q, t0 * q_dim, tc * q_dim, false, "attention"), kb, vb,
-                              bind(out, t0 * q_dim, tc * q_dim, true, "attention"), pb};
-        const AttentionPush push = push_for(t0, tc, bs[0], bs[3]);
-        dispatch(k, bs, &push, static_cast<uint64_t>(tc * c.n_heads));
+        const Binding qb = bind(q, t0 * q_dim, tc * q_dim, false, "attention");
+        const Binding ob = bind(out, t0 * q_dim, tc * q_dim, true, "attention");
+        if (grouped) {
+            const GroupedAttentionPush push = grouped_push(t0, tc, qb, ob);
+            const Binding bs[] = {qb, kb, vb, ob};
+            dispatch(kernel(kAttentionGrouped), bs, &push, static_cast<uint64_t>((tc + qt - 1) / qt * c.n_kv_heads));
+        } else {
+            const AttentionPush push = push_for(t0, tc, qb, ob);
+            const Binding bs[] = {qb, kb, vb, ob, pb};
+            dispatch(kernel(kAttention), bs, &push, static_cast<uint64_t>(tc * c.n_heads));
+        }
     }
 }
 

@@ -29,6 +29,10 @@ KernelTuning tuning_for(const VulkanDeviceInfo& device) {
         t.matvec_rows = 4;
         t.matvec_max_tokens = INT64_MAX;
         t.topk_workgroup = lanes;
+        // A few threads run the workgroups: split only long caches, in large pieces.
+        t.attention_split_from = 1024;
+        t.attention_split_keys = 256;
+        t.attention_groups = 8;
     }
     // STRATA_VK_MATVEC="WG,ROWS" overrides the matvec shape, so bench can compare shapes on one device.
     if (const char* e = std::getenv("STRATA_VK_MATVEC")) {
@@ -48,6 +52,7 @@ KernelTuning tuning_for(const VulkanDeviceInfo& device) {
         const long long from = std::atoll(e);
         if (from >= 1) t.attention_split_from = from;
     }
+    if (const char* e = std::getenv("STRATA_VK_ATTN_GROUPED")) t.attention_grouped = std::string(e) != "0";
     if (const char* e = std::getenv("STRATA_VK_FUSE")) t.fuse = std::string(e) != "0";
     // STRATA_VK_TILED_FROM=T: prompts of T tokens or more use the tiled matmul (tests reach it on lavapipe).
     if (const char* e = std::getenv("STRATA_VK_TILED_FROM")) {

@@ -89,10 +89,15 @@ struct KernelTuning {
     uint32_t matvec_rows = 2;       // output rows per workgroup
     int64_t matvec_max_tokens = 8;  // prompts up to this many tokens use matvec.comp, longer ones matmul.comp
     uint32_t topk_workgroup = 256;
-    // Decode (up to 4 queries) over at least this many keys splits the keys over several workgroups per head
-    // and merges them (attention_combine.comp). STRATA_VK_ATTN_SPLIT_FROM overrides it (tests).
-    int64_t attention_split_from = 1024;
-    int64_t attention_split_keys = 256;  // keys per split, a multiple of attention.comp's 128
+    // Decode (up to 4 queries) over at least this many keys splits the keys over several workgroups and merges
+    // them (attention_combine.comp): enough splits for about attention_groups workgroups in all, each of at least
+    // attention_split_keys keys. STRATA_VK_ATTN_SPLIT_FROM overrides the length (tests).
+    int64_t attention_split_from = 128;
+    int64_t attention_split_keys = 64;
+    int64_t attention_groups = 256;
+    // The query heads of one KV head in one workgroup (attention_grouped.comp) wherever no probabilities are
+    // asked for; STRATA_VK_ATTN_GROUPED=0 runs attention.comp (a workgroup per query head) instead.
+    bool attention_grouped = true;
     // matvec.comp's epilogues (matmul_add, matmul_swiglu, matmul_rope fused). STRATA_VK_FUSE=0 turns them off:
     // every op then runs as the interface's default, for tests that compare both and for before/after counts.
     bool fuse = true;
