@@ -312,11 +312,12 @@ TEST_CASE("attention matches the CPU backend (grouped-query, causal, probs, spli
     struct Case {
         int64_t n_heads, n_kv_heads, head_dim, T, pos0;
     };
-    // The default path, then with the keys of every decode (up to 4 queries) split over workgroups and merged;
+    // The default path, then with the keys of every decode (up to 4 queries) split over workgroups and merged
+    // (in this device's large splits and in splits of 16 keys or more over about 64 workgroups);
     // each with the query heads of a KV head in one workgroup (attention_grouped.comp, where no probabilities are
     // asked for) and with a workgroup per query head (attention.comp).
     for (const char* grouped : {"1", "0"})
-    for (const char* split_from : {"1000000", "1"}) {
+    for (const char* split_from : {"1000000", "1", "1,16,64" /* a GPU's many small splits */}) {
         ScopedEnv env_grouped("STRATA_VK_ATTN_GROUPED", grouped);
         ScopedEnv env("STRATA_VK_ATTN_SPLIT_FROM", split_from);
         Backends backends;

@@ -48,9 +48,16 @@ KernelTuning tuning_for(const VulkanDeviceInfo& device) {
         const long long wg = std::atoll(e);
         if (wg >= 1 && wg <= 1024 && (wg & (wg - 1)) == 0) t.topk_workgroup = static_cast<uint32_t>(wg);
     }
+    // STRATA_VK_ATTN_SPLIT_FROM=N[,KEYS,GROUPS]: split decode attention from N keys (tests), with at least KEYS
+    // keys per split and about GROUPS workgroups (tests run a GPU's many small splits on lavapipe).
     if (const char* e = std::getenv("STRATA_VK_ATTN_SPLIT_FROM")) {
-        const long long from = std::atoll(e);
-        if (from >= 1) t.attention_split_from = from;
+        long long from = 0, keys = 0, groups = 0;
+        const int n = std::sscanf(e, "%lld,%lld,%lld", &from, &keys, &groups);
+        if (n >= 1 && from >= 1) t.attention_split_from = from;
+        if (n == 3 && keys >= 1 && keys <= (1 << 20) && groups >= 1 && groups <= (1 << 16)) {
+            t.attention_split_keys = keys;
+            t.attention_groups = groups;
+        }
     }
     if (const char* e = std::getenv("STRATA_VK_ATTN_GROUPED")) t.attention_grouped = std::string(e) != "0";
     if (const char* e = std::getenv("STRATA_VK_FUSE")) t.fuse = std::string(e) != "0";
