@@ -186,7 +186,9 @@ int run_bench(const Args& args) {
                        {"record_ms", last_decode.record_ms},
                        {"record_ms_median", record_ms.empty() ? 0.0 : record_ms[record_ms.size() / 2]},
                        {"record_ms_min", record_ms.empty() ? 0.0 : record_ms.front()},
-                       {"gpu_ms", last_decode.gpu_ms}};
+                       {"gpu_ms", last_decode.gpu_ms},
+                       {"submissions", last_decode.submissions},
+                       {"first_submit_ms", last_decode.first_submit_ms}};
         const VulkanMemoryPlacement placed = vulkan_memory_placement(*m.backend);
         machine["device_local_bytes"] = placed.device_local_bytes;
         machine["host_visible_fallback_bytes"] = placed.host_visible_bytes;

@@ -49,13 +49,17 @@ VulkanBandwidth vulkan_read_bandwidth(Backend& backend, uint64_t bytes = 0, int 
 double vulkan_last_step_gpu_ms(const Backend& backend);
 
 // What the last step cost besides the GPU's work: host time from begin() to submit() (recording the command
-// buffer), the dispatches and barriers it recorded, and the GPU time as above. Zeros for a non-Vulkan backend.
+// buffers), the dispatches and barriers it recorded, and the GPU time as above. A step goes to the device in
+// parts as it is recorded: `submissions` of them, the first after `first_submit_ms` of recording (until then
+// the device waits for the host; after it, recording overlaps the device's work). Zeros for a non-Vulkan backend.
 struct VulkanStepStats {
     double gpu_ms = -1;
     double record_ms = 0;
+    double first_submit_ms = 0;
     int64_t dispatches = 0;
     int64_t barriers = 0;
     int64_t descriptor_writes = 0;  // sets written this step (the rest came from the cache)
+    int64_t submissions = 0;
 };
 VulkanStepStats vulkan_last_step_stats(const Backend& backend);
 // Where the backend's device buffers are: bytes in device-local memory, and bytes that went to host-visible

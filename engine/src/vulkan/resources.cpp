@@ -255,64 +255,93 @@ void Kernel::release() {
 // ---------------------------------------------------------------- Sequence
 
 Sequence::Sequence(Context& ctx) : ctx_(&ctx) {
+    cmds_.reserve(8);
+    fences_.reserve(8);
+    add_buffer();
+}
+
+void Sequence::add_buffer() {
     auto cbai = make<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
-    cbai.commandPool = ctx.command_pool();
+    cbai.commandPool = ctx_->command_pool();
     cbai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
     cbai.commandBufferCount = 1;
-    check(vkAllocateCommandBuffers(ctx.device(), &cbai, &cmd_), "vkAllocateCommandBuffers");
+    VkCommandBuffer cmd = VK_NULL_HANDLE;
+    check(vkAllocateCommandBuffers(ctx_->device(), &cbai, &cmd), "vkAllocateCommandBuffers");
     auto fci = make<VkFenceCreateInfo>(VK_STRUCTURE_TYPE_FENCE_CREATE_INFO);
-    VkResult r = vkCreateFence(ctx.device(), &fci, nullptr, &fence_);
+    VkFence fence = VK_NULL_HANDLE;
+    const VkResult r = vkCreateFence(ctx_->device(), &fci, nullptr, &fence);
     if (r != VK_SUCCESS) {
-        release();
+        vkFreeCommandBuffers(ctx_->device(), ctx_->command_pool(), 1, &cmd);
         check(r, "vkCreateFence");
     }
+    cmds_.push_back(cmd);
+    fences_.push_back(fence);
 }
 
 Sequence& Sequence::operator=(Sequence&& o) noexcept {
     if (this != &o) {
         release();
         ctx_ = std::exchange(o.ctx_, nullptr);
-        cmd_ = std::exchange(o.cmd_, VK_NULL_HANDLE);
-        fence_ = std::exchange(o.fence_, VK_NULL_HANDLE);
+        cmds_ = std::exchange(o.cmds_, {});
+        fences_ = std::exchange(o.fences_, {});
+        current_ = std::exchange(o.current_, 0);
+        waited_ = std::exchange(o.waited_, 0);
+        submitted_ = std::exchange(o.submitted_, 0);
         recording_ = std::exchange(o.recording_, false);
-        in_flight_ = std::exchange(o.in_flight_, false);
     }
     return *this;
 }
 
 void Sequence::begin() {
-    wait();  // a step abandoned by a cancelled wait may still run: its command buffer cannot be reset before
+    wait();  // a step abandoned by a cancelled wait may still run: its command buffers cannot be reset before
     if (recording_) {
         // A step abandoned by an exception: close and discard what it recorded.
-        vkEndCommandBuffer(cmd_);
-        check(vkResetCommandBuffer(cmd_, 0), "vkResetCommandBuffer");
+        vkEndCommandBuffer(cmds_[current_]);
+        check(vkResetCommandBuffer(cmds_[current_], 0), "vkResetCommandBuffer");
         recording_ = false;
     }
+    current_ = waited_ = submitted_ = 0;
     auto bi = make<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
     bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-    check(vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
+    check(vkBeginCommandBuffer(cmds_[0], &bi), "vkBeginCommandBuffer");
     recording_ = true;
 }
 
-void Sequence::submit() {
+void Sequence::submit_current() {
     recording_ = false;
-    check(vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
+    check(vkEndCommandBuffer(cmds_[current_]), "vkEndCommandBuffer");
     auto si = make<VkSubmitInfo>(VK_STRUCTURE_TYPE_SUBMIT_INFO);
     si.commandBufferCount = 1;
-    si.pCommandBuffers = &cmd_;
-    check(vkQueueSubmit(ctx_->queue(), 1, &si, fence_), "vkQueueSubmit");
-    in_flight_ = true;
+    si.pCommandBuffers = &cmds_[current_];
+    check(vkQueueSubmit(ctx_->queue(), 1, &si, fences_[current_]), "vkQueueSubmit");
+    submitted_ = current_ + 1;
 }
 
+void Sequence::flush() {
+    submit_current();
+    ++current_;
+    if (current_ == cmds_.size()) add_buffer();
+    auto bi = make<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
+    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    check(vkBeginCommandBuffer(cmds_[current_], &bi), "vkBeginCommandBuffer");
+    recording_ = true;
+}
+
+void Sequence::submit() { submit_current(); }
+
 void Sequence::wait(const std::atomic<bool>* cancel) {
-    if (!in_flight_) return;
     const auto start = std::chrono::steady_clock::now();
     const auto slice = static_cast<uint64_t>(std::chrono::nanoseconds(kWaitSlice).count());
-    for (;;) {
-        const VkResult r = vkWaitForFences(ctx_->device(), 1, &fence_, VK_TRUE, slice);
-        if (r == VK_SUCCESS) break;
+    while (waited_ < submitted_) {
+        VkFence& fence = fences_[waited_];
+        const VkResult r = vkWaitForFences(ctx_->device(), 1, &fence, VK_TRUE, slice);
+        if (r == VK_SUCCESS) {
+            ++waited_;
+            check(vkResetFences(ctx_->device(), 1, &fence), "vkResetFences");
+            continue;
+        }
         if (r != VK_TIMEOUT) {
-            in_flight_ = false;  // a lost device signals nothing any more
+            waited_ = submitted_;  // a lost device signals nothing any more
             check(r, "vkWaitForFences");
         }
         if (cancel && cancel->load()) throw Cancelled();
@@ -320,19 +349,18 @@ void Sequence::wait(const std::atomic<bool>* cancel) {
             throw DeviceError("the GPU has not finished a step in " + std::to_string(kWaitLimit.count()) +
                               " s: the device or its driver may be hung (reopen the model on the CPU backend)");
     }
-    in_flight_ = false;
-    check(vkResetFences(ctx_->device(), 1, &fence_), "vkResetFences");
 }
 
 void Sequence::release() {
     if (!ctx_) return;
-    // The command buffer may not be freed while the GPU still runs it.
-    if (in_flight_) vkWaitForFences(ctx_->device(), 1, &fence_, VK_TRUE, UINT64_MAX);
-    in_flight_ = false;
-    if (fence_) vkDestroyFence(ctx_->device(), fence_, nullptr);
-    if (cmd_) vkFreeCommandBuffers(ctx_->device(), ctx_->command_pool(), 1, &cmd_);
-    fence_ = VK_NULL_HANDLE;
-    cmd_ = VK_NULL_HANDLE;
+    // The command buffers may not be freed while the GPU still runs them.
+    for (size_t i = waited_; i < submitted_; ++i) vkWaitForFences(ctx_->device(), 1, &fences_[i], VK_TRUE, UINT64_MAX);
+    waited_ = submitted_ = 0;
+    for (VkFence f : fences_) vkDestroyFence(ctx_->device(), f, nullptr);
+    if (!cmds_.empty())
+        vkFreeCommandBuffers(ctx_->device(), ctx_->command_pool(), static_cast<uint32_t>(cmds_.size()), cmds_.data());
+    fences_.clear();
+    cmds_.clear();
     ctx_ = nullptr;
 }
 

@@ -103,13 +103,17 @@ public:
     Sequence(const Sequence&) = delete;
     Sequence& operator=(const Sequence&) = delete;
 
-    VkCommandBuffer cmd() const { return cmd_; }
+    VkCommandBuffer cmd() const { return cmds_[current_]; }
     bool recording() const { return recording_; }
     void begin();   // starts recording (abandoning an unfinished recording)
+    // Ends the command buffer being recorded, submits it, and goes on recording into another, so that the
+    // device runs the first part while the rest is recorded. The caller orders the parts (a barrier at the
+    // start of the next one): queue order alone does not make one part's writes visible to the next.
+    void flush();
     void submit();  // ends recording and submits to the queue
-    // Waits on the fence of the last submit (no-op when nothing is in flight), in slices: it gives up with
-    // Cancelled once *cancel is true (the work stays in flight: begin() and the destructor wait for it), and with
-    // DeviceError after kWaitLimit (a hung device; display drivers reset a GPU long before that).
+    // Waits on the fences of every part submitted since begin() (no-op when nothing is in flight), in slices: it
+    // gives up with Cancelled once *cancel is true (the work stays in flight: begin() and the destructor wait for
+    // it), and with DeviceError after kWaitLimit (a hung device; display drivers reset a GPU long before that).
     void wait(const std::atomic<bool>* cancel = nullptr);
     static constexpr std::chrono::milliseconds kWaitSlice{20};
     static constexpr std::chrono::seconds kWaitLimit{300};
@@ -119,12 +123,15 @@ public:
     }
 
 private:
+    void add_buffer();  // one more command buffer and its fence
+    void submit_current();
     void release();
     Context* ctx_ = nullptr;
-    VkCommandBuffer cmd_ = VK_NULL_HANDLE;
-    VkFence fence_ = VK_NULL_HANDLE;
+    std::vector<VkCommandBuffer> cmds_;  // the parts of a step, recorded and submitted in order
+    std::vector<VkFence> fences_;        // fences_[i] signals when cmds_[i] has run
+    size_t current_ = 0;                 // the part being recorded
+    size_t waited_ = 0, submitted_ = 0;  // parts [waited_, submitted_) are in flight
     bool recording_ = false;
-    bool in_flight_ = false;
 };
 
 // Descriptor sets for one step. Pools are added as a step needs more sets and kept for the next one.

@@ -59,6 +59,15 @@ KernelTuning tuning_for(const VulkanDeviceInfo& device) {
             t.attention_groups = groups;
         }
     }
+    if (const char* e = std::getenv("STRATA_VK_SUBMIT")) {
+        long long first = 0, most = 0;
+        const int n = std::sscanf(e, "%lld,%lld", &first, &most);
+        if (n >= 1 && first == 0) t.submit_first = 0;
+        if (n == 2 && first >= 1 && most >= first) {
+            t.submit_first = first;
+            t.submit_most = most;
+        }
+    }
     if (const char* e = std::getenv("STRATA_VK_ATTN_GROUPED")) t.attention_grouped = std::string(e) != "0";
     if (const char* e = std::getenv("STRATA_VK_FUSE")) t.fuse = std::string(e) != "0";
     // STRATA_VK_TILED_FROM=T: prompts of T tokens or more use the tiled matmul (tests reach it on lavapipe).
@@ -332,6 +341,8 @@ void VulkanBackend::dispatch(const Kernel& k, std::span<const Binding> bindings,
     if (y > ctx_->max_groups_y())
         throw UnsupportedError("vulkan backend: " + k.name() + " needs " + std::to_string(groups) +
                                " workgroups, more than the device can launch at once");
+    if (part_limit_ > 0 && part_dispatches_ >= part_limit_) submit_part();
+    ++part_dispatches_;
     access(bindings);
 
     // The set for these exact ranges: cached from an earlier dispatch (of this step or one before) or new.
@@ -378,6 +389,24 @@ void VulkanBackend::dispatch(const Kernel& k, std::span<const Binding> bindings,
 
 // ---------------------------------------------------------------------------------------------- steps
 
+void VulkanBackend::submit_part() {
+    if (stats_.submissions == 0)
+        stats_.first_submit_ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_began_).count();
+    try {
+        step_.flush();
+    } catch (const DeviceLostError&) {
+        lost_ = true;
+        throw;
+    }
+    ++stats_.submissions;
+    part_dispatches_ = 0;
+    part_limit_ = std::min(part_limit_ * 2, tuning_.submit_most);
+    bound_pipeline_ = VK_NULL_HANDLE;  // a new command buffer has no state bound
+    // Queue order does not make the parts' writes visible to each other: the same barrier that begins a step.
+    barrier();
+}
+
 void VulkanBackend::begin() {
     if (lost_)
         throw DeviceLostError("the GPU was reset or stopped responding in an earlier step (VK_ERROR_DEVICE_LOST): "
@@ -407,6 +436,8 @@ void VulkanBackend::begin() {
     written_.clear();
     read_.clear();
     bound_pipeline_ = VK_NULL_HANDLE;
+    part_dispatches_ = 0;
+    part_limit_ = tuning_.submit_first;
     profiled_.clear();
     if (timestamps_) {
         vkCmdResetQueryPool(step_.cmd(), timestamps_, 0, 2 + (profiling_ ? kProfiledDispatches : 0));
@@ -431,6 +462,8 @@ void VulkanBackend::submit(const std::atomic<bool>* cancel) {
     if (timestamps_) vkCmdWriteTimestamp(step_.cmd(), VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timestamps_, 1);
     stats_.record_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_began_).count();
+    if (stats_.submissions == 0) stats_.first_submit_ms = stats_.record_ms;
+    ++stats_.submissions;
     try {
         step_.submit_and_wait(cancel);
     } catch (const DeviceLostError&) {

@@ -98,6 +98,11 @@ struct KernelTuning {
     // The query heads of one KV head in one workgroup (attention_grouped.comp) wherever no probabilities are
     // asked for; STRATA_VK_ATTN_GROUPED=0 runs attention.comp (a workgroup per query head) instead.
     bool attention_grouped = true;
+    // A step goes to the device in parts as it is recorded, so that the device starts early and recording
+    // overlaps its work: the first part after submit_first dispatches, each next one after twice as many as the
+    // last, up to submit_most. STRATA_VK_SUBMIT="FIRST,MOST" overrides them, "0" submits each step whole.
+    int64_t submit_first = 8;
+    int64_t submit_most = 64;
     // matvec.comp's epilogues (matmul_add, matmul_swiglu, matmul_rope fused). STRATA_VK_FUSE=0 turns them off:
     // every op then runs as the interface's default, for tests that compare both and for before/after counts.
     bool fuse = true;
@@ -277,6 +282,9 @@ private:
     std::vector<std::string> profiled_;  // kernel of each per-dispatch timestamp in this step
     std::map<std::string, KernelTime> profile_;
     VkPipeline bound_pipeline_ = VK_NULL_HANDLE;
+    // The part of the step being recorded: its dispatches, and how many it takes before it is submitted.
+    int64_t part_dispatches_ = 0, part_limit_ = 0;
+    void submit_part();  // submits what was recorded and goes on in a new command buffer
     // Byte ranges of buffers touched since the last barrier: disjoint ranges of one buffer (the rows of the
     // logits written chunk by chunk, a KV cache row) need no barrier between them.
     struct Touched {
