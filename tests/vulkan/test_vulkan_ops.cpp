@@ -223,6 +223,10 @@ TEST_CASE("matmul for prefill (T > 1) matches the CPU backend, streaming and til
             check_matmul(backends, type, 37, 13, 2, 0);
             check_matmul(backends, type, 130, 200, 5, 0);
             check_matmul(backends, type, 65, 96, 70, 3);  // more than one tile of tokens and rows
+            // Two tiles of 128 rows and of 64 tokens with 16-byte x and weight loads (tiled); depth 20 ends in
+            // a partial slice, with 16-byte loads of f32 weights and single ones of 16-bit weights.
+            check_matmul(backends, type, 200, 64, 70, 0);
+            check_matmul(backends, type, 129, 20, 65, 4);
         }
         check_matmul(backends, DType::F16, 33, 64, 11, 0);  // several groups of 8 tokens, 16-byte loads
     }

@@ -18,7 +18,7 @@ uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 constexpr uint32_t kElementwiseWG = 256;     // local_size_x of add, copy, swiglu, embed, rope
 constexpr uint32_t kNormWG = 256;            // rmsnorm
-constexpr uint32_t kTile = 64;               // matmul.comp's BM and BN
+constexpr uint32_t kTileT = 64, kTileN = 128;  // matmul.comp's BM (tokens) and BN (weight rows)
 constexpr uint32_t kTopkPerInvocation = 16;  // topk.comp's E
 constexpr int64_t kTopkMax = 64;             // larger k is ranked on the host from a readback
 constexpr int64_t kMaxHeadDim = 256;         // attention.comp keeps 2 * WG output dims per invocation
@@ -309,7 +309,7 @@ void VulkanBackend::matmul(Buf out, Buf x, const TensorView& w, int64_t T) {
 
     if (T <= tuning_.matvec_max_tokens) return matvec(out, x, d, T, Epilogue::Store);
 
-    // Prefill: tiles of 64 tokens x 64 rows; tokens split further when x or out would exceed one binding.
+    // Prefill: tiles of 64 tokens x 128 rows; tokens split further when x or out would exceed one binding.
     const Kernel& k = matmul_kernel(d.dtype);
     const int64_t per = std::max<int64_t>(1, max_binding_floats() / std::max(K, N));
     for (const DeviceTensor::Chunk& c : d.chunks) {
@@ -317,9 +317,9 @@ void VulkanBackend::matmul(Buf out, Buf x, const TensorView& w, int64_t T) {
             const int64_t tc = std::min(per, T - t0);
             const Binding bs[] = {bind_weight(c), bind(x, t0 * K, tc * K, false, "matmul"),
                                   bind(out, t0 * N + c.row0, (tc - 1) * N + c.rows, true, "matmul")};
-            const uint32_t tiles_n = u32(ceil_div(static_cast<uint64_t>(c.rows), kTile));
+            const uint32_t tiles_n = u32(ceil_div(static_cast<uint64_t>(c.rows), kTileN));
             const MatmulPush push{u32(tc), u32(c.rows), u32(K), bs[1].first, bs[2].first, u32(N), tiles_n};
-            dispatch(k, bs, &push, static_cast<uint64_t>(tiles_n) * ceil_div(static_cast<uint64_t>(tc), kTile));
+            dispatch(k, bs, &push, static_cast<uint64_t>(tiles_n) * ceil_div(static_cast<uint64_t>(tc), kTileT));
         }
     }
 }
