@@ -408,7 +408,8 @@ Trace Transformer::step(KVCache& cache, std::span<const int32_t> tokens, const T
     cap.keep("x0", h, T, c.dim);
     // A prompt runs one submission per layer (and a cancel is seen between them): display drivers reset a GPU
     // whose job runs past a few seconds, and a long prefill of a big model is minutes of work. A decode step is
-    // small and stays one submission unless it can be cancelled.
+    // small and is waited for once unless it can be cancelled (a backend may still hand it to its device in
+    // parts as it records: the Vulkan backend does).
     const bool in_pieces = T > 1 || cancel;
     auto run_so_far = [&] {
         b.submit(cancel);
