@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
-# Strata's Vulkan backend on a machine with a real GPU, in one go: build (Release, Ninja, no UI), the Vulkan
-# tests, a Llama-3-8B-shaped synthetic bf16 model, `strata-cli bench --backend vulkan` on it, and what bench
-# does not measure (GPU time per step, host time recording a step, the default trace's cost, matvec shapes,
-# GPU time per kernel, Vulkan against CPU on the same model). Results land in $OUT (default ./gpu-bench-out).
+# Strata's Vulkan backend on a machine with a real GPU, as one prepared run that fits in 8 minutes including the
+# build (16 cores), so that a 15-minute lease leaves room to run it again. Results land in $OUT (default
+# ./gpu-bench-out); summary.txt has the figures to record in docs/performance.md:
+#   build (Release, Ninja, no UI, only strata-cli and the Vulkan tests)
+#   tests    the Vulkan tests (validation on when the layer is found), while the 8B-shaped synthetic bf16 model is
+#            written in the background
+#   bench    `strata-cli bench --backend vulkan --prompt 512 --gen 64` on it: decode tokens/s, the fraction of the
+#            device's own measured read bandwidth and of its rated bandwidth, pp512, the per-token fixed cost
+#   profile  GPU time per kernel for decode-shaped steps (a 1-token prompt and 8 decode steps, a timestamp after
+#            every dispatch), while its Q4_K_M quantization is written in the background
+#   q4km     bench on the Q4_K_M file
+# Every phase runs under a time limit cut to what is left of the run's deadline (STRATA_GPU_DEADLINE seconds,
+# default 470) and records its exit status and seconds in $OUT/phases.txt, so one failure does not hide the rest.
 #
-#   scripts/gpu-bench.sh [PHASE ...]     phases: info build model tests bench extra quant (default: all, in
-#                                        order; model runs in the background while the tests run; quant writes
-#                                        and benches quantized GGUF files of the 8B shape)
+#   scripts/gpu-bench.sh [PHASE ...]     default: info build model tests bench profile q4km. More, on request:
+#                                        sweep (matvec shapes, trace cost: [.bench]), check (Vulkan against the
+#                                        CPU backend on a 2-layer 8B shape), quant (each block type on 2 layers)
 #   scripts/gpu-bench.sh --bundle DIR    run on a Debian 12 machine that builds Strata: copies what a bare GPU
 #                                        machine may lack (Vulkan headers + loader, glslc, glm, PCRE2 headers,
 #                                        Catch2 2, nlohmann_json, the validation layer, the tokenizer) into DIR
 #
 # A bundle at $STRATA_GPU_DEPS (default: build-gpudeps/ in the checkout, which git ignores) is used when present;
-# without one the machine's own packages must do. Every phase runs under a time limit and records its exit
-# status in $OUT/phases.txt, so one failure does not hide the rest.
+# without one the machine's own packages must do. A dry run on a machine without a GPU (lavapipe):
+#   STRATA_GPU_SHAPE=1b STRATA_GPU_LAYERS=1 STRATA_GPU_PROMPT=8 STRATA_GPU_GEN=2 scripts/gpu-bench.sh
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -48,7 +57,13 @@ OUT="${OUT:-$here/gpu-bench-out}"
 BUILD="${STRATA_GPU_BUILD:-$here/build-gpu-bench}"
 MODELS="${STRATA_GPU_MODELS:-/tmp/strata-gpu-models}"
 DEPS="${STRATA_GPU_DEPS:-$here/build-gpudeps}"
+SHAPE="${STRATA_GPU_SHAPE:-8b}"
+LAYERS="${STRATA_GPU_LAYERS:-}"    # empty: the shape's own
+PROMPT="${STRATA_GPU_PROMPT:-512}"
+GEN="${STRATA_GPU_GEN:-64}"
+DEADLINE="${STRATA_GPU_DEADLINE:-470}"
 mkdir -p "$OUT" "$MODELS"
+: > "$OUT/phases.txt"
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
 chmod 700 "$XDG_RUNTIME_DIR"
 
@@ -67,8 +82,12 @@ tokenizer="$DEPS/cache/tokenizer/tokenizer.json"
 [ -f "$tokenizer" ] || tokenizer="${STRATA_CACHE_DIR:-$HOME/.cache/strata}/tokenizer/tokenizer.json"
 cli="$BUILD/app/strata-cli"
 tests="$BUILD/tests/strata_vulkan_tests"
-model8b="$MODELS/llama3-8b-synthetic"
-model8b_small="$MODELS/llama3-8b-synthetic-2layers"
+name="llama3-$SHAPE-synthetic${LAYERS:+-${LAYERS}layers}"
+model="$MODELS/$name"
+model_q4km="$MODELS/$name-Q4_K_M.gguf"
+model_small="$MODELS/llama3-$SHAPE-synthetic-2layers"
+layer_args=()
+[ -n "$LAYERS" ] && layer_args=(--layers "$LAYERS")
 
 # The validation layer is on in the tests when it can be found (bundled or installed).
 validation=0
@@ -76,15 +95,21 @@ for d in "${VK_LAYER_PATH:-}" /usr/share/vulkan/explicit_layer.d /etc/vulkan/exp
   [ -n "$d" ] && [ -f "$d/VkLayer_khronos_validation.json" ] && validation=1
 done
 
-phase() {  # phase NAME LIMIT_SECONDS FUNCTION: runs, times and records one step
+phase() {  # phase NAME LIMIT_SECONDS FUNCTION: runs, times and records one step, within the run's deadline
   local name="$1" limit="$2" fn="$3"
+  local left=$((DEADLINE - SECONDS))
+  [ "$limit" -gt "$left" ] && limit=$left
+  if [ "$limit" -le 5 ]; then
+    printf '%-10s skipped: the run has %ss left\n' "$name" "$left" | tee -a "$OUT/phases.txt" >&2
+    return 124
+  fi
   local t0=$SECONDS
-  echo "== $name" >&2
+  echo "== $name (limit ${limit}s)" >&2
   # timeout runs programs, not shell functions: hand the function and the settings it reads to a new bash.
-  timeout "$limit" bash -o pipefail -c "$(declare -p here OUT BUILD MODELS DEPS tokenizer cli tests model8b \
-    model8b_small validation cmake_extra); $(declare -f "$fn"); $fn"
+  timeout "$limit" bash -o pipefail -c "$(declare -p here OUT BUILD MODELS DEPS tokenizer cli tests model model_q4km \
+    model_small layer_args SHAPE PROMPT GEN validation cmake_extra); $(declare -f "$fn"); $fn"
   local rc=$?
-  printf '%-22s rc=%-3s %5ss\n' "$name" "$rc" "$((SECONDS - t0))" | tee -a "$OUT/phases.txt" >&2
+  printf '%-10s rc=%-3s %5ss (at %ss)\n' "$name" "$rc" "$((SECONDS - t0))" "$SECONDS" | tee -a "$OUT/phases.txt" >&2
   return $rc
 }
 
@@ -114,58 +139,111 @@ do_tests() {
 }
 
 do_model() {
-  [ -f "$model8b/model.safetensors" ] ||
-    "$cli" make-synthetic --out "$model8b" --tokenizer "$tokenizer" --shape 8b > "$OUT/make-synthetic.json" 2>&1
-  [ -f "$model8b_small/model.safetensors" ] ||
-    "$cli" make-synthetic --out "$model8b_small" --tokenizer "$tokenizer" --shape 8b --layers 2 >> "$OUT/make-synthetic.json" 2>&1
+  [ -f "$model/model.safetensors" ] ||
+    "$cli" make-synthetic --out "$model" --tokenizer "$tokenizer" --shape "$SHAPE" "${layer_args[@]}" > "$OUT/make-synthetic.json" 2>&1
+}
+
+do_quantize() {
+  [ -f "$model_q4km" ] || "$cli" quantize --model "$model" --out "$model_q4km" --type Q4_K_M > "$OUT/quantize-Q4_K_M.log" 2>&1
 }
 
 do_bench() {
-  "$cli" bench --model "$model8b" --backend vulkan --prompt 512 --gen 64 > "$OUT/bench-8b.json" 2> "$OUT/bench-8b.err"
+  "$cli" bench --model "$model" --backend vulkan --prompt "$PROMPT" --gen "$GEN" --repeats 3 > "$OUT/bench-bf16.json" 2> "$OUT/bench-bf16.err"
+}
+
+do_profile() {
+  # Every step decode-shaped (a 1-token prompt, its 1-token warm-up, 8 decode steps): GPU time per kernel, from
+  # a timestamp after every dispatch, printed on stderr when the backend goes; per step = total / 10.
+  STRATA_VK_PROFILE=1 "$cli" bench --model "$model" --backend vulkan --prompt 1 --gen 8 --repeats 1 \
+    > "$OUT/profile-decode.json" 2> "$OUT/profile-decode.txt"
+}
+
+do_q4km() {
+  "$cli" bench --model "$model_q4km" --backend vulkan --prompt "$PROMPT" --gen "$GEN" --repeats 3 > "$OUT/bench-q4km.json" 2> "$OUT/bench-q4km.err"
+}
+
+do_sweep() {
+  # GPU/wall time per step, host recording time, default-trace cost, matvec shapes.
+  STRATA_VK_VALIDATION=0 STRATA_BENCH_MODEL="$model" STRATA_BENCH_PROMPT="$PROMPT" STRATA_BENCH_GEN="$GEN" \
+    STRATA_BENCH_SWEEP="${STRATA_BENCH_SWEEP:-32,4 64,2 128,1 128,2 128,4 128,8 256,2 256,4 256,8}" \
+    STRATA_BENCH_OUT="$OUT/vulkan-bench.json" "$tests" "[.bench]" > "$OUT/vulkan-bench.log" 2>&1
+}
+
+do_check() {
+  # Vulkan against the CPU backend on the shape (2 layers, so the CPU side stays quick).
+  [ -f "$model_small/model.safetensors" ] ||
+    "$cli" make-synthetic --out "$model_small" --tokenizer "$tokenizer" --shape "$SHAPE" --layers 2 > "$OUT/make-synthetic-2layers.json" 2>&1
+  STRATA_VK_VALIDATION=$validation STRATA_CHECK_MODEL="$model_small" "$tests" "[.check]" > "$OUT/check-2layers.txt" 2>&1
 }
 
 do_quant() {
-  # Quantized GGUF files of the 8B shape (2 layers: quick to write; the embedding and output tables are full size),
-  # each benched next to the bf16 file it came from, then the whole 8B model as Q4_K_M when time allows.
+  # Each block type on the 2-layer shape (quick to write; the embedding and output tables are full size).
   local t f
-  "$cli" bench --model "$model8b_small" --backend vulkan --prompt 128 --gen 32 > "$OUT/bench-8b-2layers-bf16.json" 2>&1
+  [ -f "$model_small/model.safetensors" ] ||
+    "$cli" make-synthetic --out "$model_small" --tokenizer "$tokenizer" --shape "$SHAPE" --layers 2 > "$OUT/make-synthetic-2layers.json" 2>&1
+  "$cli" bench --model "$model_small" --backend vulkan --prompt 128 --gen 32 > "$OUT/bench-2layers-bf16.json" 2>&1
   for t in Q4_K_M Q8_0 Q4_0 Q4_K Q6_K; do
-    f="$MODELS/llama3-8b-synthetic-2layers-$t.gguf"
-    [ -f "$f" ] || "$cli" quantize --model "$model8b_small" --out "$f" --type "$t" > "$OUT/quantize-2layers-$t.log" 2>&1
-    "$cli" bench --model "$f" --backend vulkan --prompt 128 --gen 32 > "$OUT/bench-8b-2layers-$t.json" 2>&1
+    f="$model_small-$t.gguf"
+    [ -f "$f" ] || "$cli" quantize --model "$model_small" --out "$f" --type "$t" > "$OUT/quantize-2layers-$t.log" 2>&1
+    "$cli" bench --model "$f" --backend vulkan --prompt 128 --gen 32 > "$OUT/bench-2layers-$t.json" 2>&1
   done
-  f="$MODELS/llama3-8b-synthetic-Q4_K_M.gguf"
-  [ -f "$f" ] || "$cli" quantize --model "$model8b" --out "$f" --type Q4_K_M > "$OUT/quantize-8b-Q4_K_M.log" 2>&1
-  "$cli" bench --model "$f" --backend vulkan --prompt 512 --gen 64 > "$OUT/bench-8b-Q4_K_M.json" 2>&1
 }
 
-do_extra() {
-  # GPU/wall time per step, host recording time, default-trace cost, matvec shapes.
-  STRATA_VK_VALIDATION=0 STRATA_BENCH_MODEL="$model8b" STRATA_BENCH_PROMPT=512 STRATA_BENCH_GEN=64 \
-    STRATA_BENCH_SWEEP="${STRATA_BENCH_SWEEP:-32,4 64,2 128,1 128,2 128,4 128,8 256,2 256,4 256,8}" \
-    STRATA_BENCH_OUT="$OUT/vulkan-bench-8b.json" "$tests" "[.bench]" > "$OUT/vulkan-bench-8b.log" 2>&1
-  # GPU time per kernel (a timestamp after every dispatch).
-  STRATA_VK_VALIDATION=0 STRATA_VK_PROFILE=1 STRATA_BENCH_MODEL="$model8b" STRATA_BENCH_PROMPT=512 STRATA_BENCH_GEN=16 \
-    STRATA_BENCH_SWEEP="" STRATA_BENCH_OUT="$OUT/profile-run.json" "$tests" "[.bench]" > "$OUT/profile-8b.txt" 2>&1
-  # Vulkan against the CPU backend on the 8B shape (2 layers, so the CPU side stays quick), validation as above.
-  STRATA_VK_VALIDATION=$validation STRATA_CHECK_MODEL="$model8b_small" "$tests" "[.check]" > "$OUT/check-8b-2layers.txt" 2>&1
+# The figures to record: per bench file, decode and prefill, the fractions of the measured and rated bandwidth.
+summary() {
+  python3 - "$OUT" "${STRATA_GPU_RATED_GBS:-}" > "$OUT/summary.txt" 2>&1 <<'PY' || echo "no summary (python3 missing?)" > "$OUT/summary.txt"
+import json, os, sys
+out, rated_env = sys.argv[1], sys.argv[2]
+# Rated memory bandwidth, GB/s, by device name (the vendors' figures); STRATA_GPU_RATED_GBS overrides.
+RATED = [("H200", 4800), ("H100 PCIe", 2000), ("H100", 3350), ("A100-SXM4-80GB", 2039), ("A100 80GB PCIe", 1935),
+         ("A100", 1555), ("L40S", 864), ("L4", 300), ("A10", 600), ("T4", 320), ("RTX 4090", 1008),
+         ("RTX 4080", 717), ("RTX 3090 Ti", 1008), ("RTX 3090", 936), ("RTX 3080", 760), ("RX 7900 XTX", 960)]
+for name in ("bench-bf16.json", "bench-q4km.json"):
+    path = os.path.join(out, name)
+    try:
+        d = json.load(open(path))
+    except Exception as e:
+        print(f"{name}: none ({e})")
+        continue
+    dev = d["model"]["backend"].get("device", "?")
+    rated = float(rated_env) if rated_env else next((r for key, r in RATED if key in dev), None)
+    dec, pre, mb = d["decode"], d["prefill"], d["machine_bandwidth"]
+    print(f"{name}: {dev}, {d['model'].get('parameters', 0) / 1e9:.2f} B parameters, "
+          f"{dec['weight_bytes_per_token'] / 1e9:.2f} GB read per decode token")
+    print(f"  decode {dec['tokens_per_second']:.2f} tok/s = {dec['effective_weight_gb_per_s']:.1f} GB/s of weights; "
+          f"device read {mb['gb_per_s']:.1f} GB/s -> {d['decode_bandwidth_fraction']:.3f} of it" +
+          (f", {dec['effective_weight_gb_per_s'] / rated:.3f} of the rated {rated:.0f} GB/s" if rated else ", rated unknown"))
+    print(f"  prefill {pre['tokens']} tokens: {pre['tokens_per_second']:.1f} tok/s, "
+          f"{pre.get('matmul_gflop_per_second', 0):.0f} GFLOP/s")
+    print(f"  per decode token: {json.dumps(d.get('decode_step', {}))}")
+PY
+  cat "$OUT/summary.txt" >&2
 }
 
 phases=("$@")
-[ ${#phases[@]} -eq 0 ] && phases=(info build model tests bench extra quant)
+[ ${#phases[@]} -eq 0 ] && phases=(info build model tests bench profile q4km)
 model_pid=
+quant_pid=
+wait_model() { [ -n "$model_pid" ] && wait "$model_pid"; model_pid=; }
 for p in "${phases[@]}"; do
   case "$p" in
-    info) phase info 60 do_info ;;
-    build) phase build 900 do_build || { echo "build failed: see $OUT/build.log" >&2; exit 1; } ;;
-    # Writing the synthetic model (disk and CPU) overlaps with the tests (GPU); bench waits for it.
-    model) phase model 600 do_model & model_pid=$! ;;
-    tests) phase tests 600 do_tests ;;
-    bench) [ -n "$model_pid" ] && wait "$model_pid"; model_pid=; phase bench 600 do_bench ;;
-    extra) [ -n "$model_pid" ] && wait "$model_pid"; model_pid=; phase extra 900 do_extra ;;
-    quant) [ -n "$model_pid" ] && wait "$model_pid"; model_pid=; phase quant 900 do_quant ;;
-    *) echo "unknown phase $p (info build model tests bench extra quant)" >&2; exit 2 ;;
+    info) phase info 30 do_info ;;
+    build) phase build 300 do_build || { echo "build failed: see $OUT/build.log" >&2; exit 1; } ;;
+    # Writing the synthetic model (disk and CPU) overlaps the tests (GPU); bench waits for it.
+    model) phase model 240 do_model & model_pid=$! ;;
+    tests) phase tests 150 do_tests ;;
+    bench) wait_model; phase bench 120 do_bench ;;
+    # The Q4_K_M file is written (CPU) while the profile runs (GPU); q4km waits for it.
+    profile) wait_model; { phase quantize 200 do_quantize & } ; quant_pid=$!; phase profile 60 do_profile ;;
+    q4km) wait_model; [ -n "$quant_pid" ] && wait "$quant_pid"; quant_pid=
+          [ -f "$model_q4km" ] || phase quantize 200 do_quantize; phase q4km 120 do_q4km ;;
+    sweep) wait_model; phase sweep 300 do_sweep ;;
+    check) phase check 300 do_check ;;
+    quant) phase quant 400 do_quant ;;
+    *) echo "unknown phase $p (info build model tests bench profile q4km sweep check quant)" >&2; exit 2 ;;
   esac
 done
-[ -n "$model_pid" ] && wait "$model_pid"
+wait_model
+[ -n "$quant_pid" ] && wait "$quant_pid"
+summary
 exit 0
