@@ -90,28 +90,54 @@ void main() {
     for (uint t = 0u; t < NT; ++t) xrow[t] = min(t0 + t, p.T - 1u);
     for (uint i = 0u; i < WROWS * NT; ++i) acc[i] = 0.0;
 #if defined(WBLOCK)
-    // Invocations stride over the units (32 weights) of the rows; a unit is widened once into registers and
-    // serves the NT tokens, every x load serves the ROWS rows.
+    // Invocations stride over the units (32 weights) of the rows. A unit's quants are widened once into registers
+    // and serve the NT tokens, every x load serves the ROWS rows; the scale and offset (w = a q + b) are applied
+    // once per half unit: a * sum(q x) + b * sum(x), the sum of x shared by the rows.
+#ifdef UNIT_ONE_SCALE
+#define HALVES 1u
+#else
+#define HALVES 2u
+#endif
     const uint units = p.cols / UNIT_ELEMS;
     const uint row_bytes = row_byte0(1u, p.cols);
     for (uint u = tid; u < units; u += WG) {
-        vec4 w[WROWS * 8u];  // [row][quad]
+        vec4 q[WROWS * 8u];       // [row][quad]
+        vec2 ab[WROWS * HALVES];  // [row][half]: (a, b)
         for (uint r = 0u; r < WROWS; ++r) {
-            vec4 wr[8];
+            vec4 qr[8];
             SELECT(r);
-            unit_weights(unit_head(wrow[r] * row_bytes, u), wr);
-            for (uint k = 0u; k < 8u; ++k) w[r * 8u + k] = wr[k];
+            const UnitHead h = unit_head(wrow[r] * row_bytes, u);
+            unit_quants(h, qr);
+            for (uint k = 0u; k < 8u; ++k) q[r * 8u + k] = qr[k];
+            for (uint hh = 0u; hh < HALVES; ++hh) ab[r * HALVES + hh] = unit_scale(h, hh);
         }
         for (uint t = 0u; t < NT; ++t) {
             const uint xi = p.x_first + xrow[t] * p.cols + u * UNIT_ELEMS;
+            float sq[WROWS * HALVES];  // [row][half]: sum of q x
+            for (uint i = 0u; i < WROWS * HALVES; ++i) sq[i] = 0.0;
+            vec4 sx[HALVES];  // [half]: the sum of x, four lanes
+            for (uint hh = 0u; hh < HALVES; ++hh) sx[hh] = vec4(0.0);
             for (uint k = 0u; k < 8u; ++k) {
 #ifdef VEC
                 const vec4 xv = x4[xi / 4u + k];
 #else
                 const vec4 xv = vec4(x[xi + 4u * k], x[xi + 4u * k + 1u], x[xi + 4u * k + 2u], x[xi + 4u * k + 3u]);
 #endif
-                for (uint r = 0u; r < WROWS; ++r) acc[r * NT + t] += dot(w[r * 8u + k], xv);
+                const uint hh = (HALVES == 2u && k >= 4u) ? 1u : 0u;
+#ifndef UNIT_NO_OFFSET
+                sx[hh] += xv;
+#endif
+                for (uint r = 0u; r < WROWS; ++r) sq[r * HALVES + hh] += dot(q[r * 8u + k], xv);
             }
+            for (uint r = 0u; r < WROWS; ++r)
+                for (uint hh = 0u; hh < HALVES; ++hh) {
+                    const vec2 s = ab[r * HALVES + hh];
+#ifdef UNIT_NO_OFFSET
+                    acc[r * NT + t] += s.x * sq[r * HALVES + hh];
+#else
+                    acc[r * NT + t] += s.x * sq[r * HALVES + hh] + s.y * dot(sx[hh], vec4(1.0));
+#endif
+                }
         }
     }
 #elif defined(VEC)

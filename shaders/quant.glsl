@@ -178,32 +178,60 @@ void words8(uint byte, out uint o[8]) {
     for (uint k = 0u; k < 8u; ++k) o[k] = odd ? (a[k] >> 16u) | (a[k + 1u] << 16u) : a[k];
 }
 
-// All 32 weights of the unit (matvec): the same values as unit_quad(h, 0..7), with each byte loaded once.
-void unit_weights(UnitHead h, out vec4 w[8]) {
+// The 32 quants of the unit (matvec) as floats before scale and offset, each byte loaded once: weight 4k + c is
+// a * q[k][c] + b with (a, b) = unit_scale(h, k / 4). matvec applies a and b once per half unit (sum of q x and
+// sum of x) instead of once per weight.
+void unit_quants(UnitHead h, out vec4 q[8]) {
 #if defined(WTYPE_Q8_0)
-    uint q[8];
-    words8(h.q_byte, q);
-    for (uint k = 0u; k < 8u; ++k) w[k] = h.a0 * sbytes(q[k]);
+    uint v[8];
+    words8(h.q_byte, v);
+    for (uint k = 0u; k < 8u; ++k) q[k] = sbytes(v[k]);
 #elif defined(WTYPE_Q4_0)
-    uint q[4];
-    words4(h.q_byte, q);
+    uint v[4];
+    words4(h.q_byte, v);
     for (uint k = 0u; k < 4u; ++k) {
-        w[k] = h.a0 * (ubytes(q[k] & 0x0F0F0F0Fu) - 8.0);
-        w[k + 4u] = h.a0 * (ubytes((q[k] >> 4u) & 0x0F0F0F0Fu) - 8.0);
+        q[k] = ubytes(v[k] & 0x0F0F0F0Fu);
+        q[k + 4u] = ubytes((v[k] >> 4u) & 0x0F0F0F0Fu);
     }
 #elif defined(WTYPE_Q6_K)
-    uint q[8], hb[8];
-    words8(h.q_byte, q);
+    uint v[8], hb[8];
+    words8(h.q_byte, v);
     words8(h.h_byte, hb);
+    for (uint k = 0u; k < 8u; ++k)
+        q[k] = ubytes(((v[k] >> h.shift) & 0x0F0F0F0Fu) | (((hb[k] >> h.h_shift) & 0x03030303u) << 4u));
+#elif defined(WTYPE_Q4_K)
+    // Blocks are 4-byte multiples: every word is one load already.
+    for (uint k = 0u; k < 8u; ++k) q[k] = ubytes((W_WORD((h.q_byte >> 2u) + k) >> h.shift) & 0x0F0F0F0Fu);
+#elif defined(WTYPE_Q5_K)
     for (uint k = 0u; k < 8u; ++k) {
-        const uint v = ((q[k] >> h.shift) & 0x0F0F0F0Fu) | (((hb[k] >> h.h_shift) & 0x03030303u) << 4u);
-        w[k] = (k < 4u ? h.a0 : h.a1) * (ubytes(v) - 32.0);
+        const uint lo = (W_WORD((h.q_byte >> 2u) + k) >> h.shift) & 0x0F0F0F0Fu;
+        const uint hi = ((W_WORD((h.h_byte >> 2u) + k) >> h.h_shift) & 0x01010101u) << 4u;
+        q[k] = ubytes(lo | hi);
     }
-#else
-    // Q4_K, Q5_K: blocks are 4-byte multiples, every word is one load already.
-    for (uint k = 0u; k < 8u; ++k) w[k] = unit_quad(h, k);
 #endif
 }
+
+// (a, b) of half `half` of the unit (quads 0-3, 4-7): w = a * q + b for unit_quants' q.
+vec2 unit_scale(UnitHead h, uint half_) {
+    const float a = half_ == 0u ? h.a0 : h.a1;
+#if defined(WTYPE_Q8_0)
+    return vec2(a, 0.0);
+#elif defined(WTYPE_Q4_0)
+    return vec2(a, -8.0 * a);
+#elif defined(WTYPE_Q6_K)
+    return vec2(a, -32.0 * a);
+#else
+    return vec2(a, h.b);
+#endif
+}
+// Whether b is 0 for every unit (matvec then skips the sums of x).
+#if defined(WTYPE_Q8_0)
+#define UNIT_NO_OFFSET 1
+#endif
+// Whether the two halves of a unit share (a, b) (all but Q6_K: matvec then sums the unit as one).
+#if !defined(WTYPE_Q6_K)
+#define UNIT_ONE_SCALE 1
+#endif
 
 // One weight: row `row`, column `col` of a matrix with `cols` columns (embed, and the tiled matmul's staging).
 float weight_rc(uint row, uint col, uint cols) {
