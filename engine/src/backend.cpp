@@ -46,6 +46,11 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
     throw UnsupportedError("unknown backend '" + options.name + "' (expected cpu or vulkan)");
 }
 
+CpuWeightMemory cpu_weight_memory(const Backend& backend) {
+    const auto* cpu = dynamic_cast<const cpu::CpuBackend*>(&backend);
+    return cpu ? cpu->weight_memory() : CpuWeightMemory{};
+}
+
 std::vector<double> rope_frequencies(const ModelConfig& config, std::span<const float> gguf_factors) {
     if (config.head_dim <= 0 || config.head_dim % 2 != 0)
         throw ModelError("RoPE needs an even head_dim, got " + std::to_string(config.head_dim));

@@ -2,6 +2,7 @@
 // Meta's model.py with Llama 3.1 scaled RoPE), through the CPU backend.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "catch.hpp"
 #include "strata/backend.hpp"
@@ -164,4 +165,44 @@ TEST_CASE("golden long prompt (scaled RoPE at 600+ positions), prefilled in two 
                    rows_of(ref.data, c.vocab_size, int64_t(r), int64_t(r) + 1), tail_rows[r]);
 
     CHECK(greedy(tf, cache, traces[1], 16) == e["greedy_ids"].get<std::vector<int32_t>>());
+}
+
+TEST_CASE("golden short prompt with the weight matrices in the CPU backend's own huge-page memory: the same bits",
+          "[golden]") {
+    // STRATA_CPU_HUGE_PAGES=1 copies the matrices at any size (by default only from 64 MiB: the golden model is
+    // smaller), =0 reads them where the file is mapped. The copy must change nothing: same logits, same tokens.
+    struct Env {
+        explicit Env(const char* v) { setenv("STRATA_CPU_HUGE_PAGES", v, 1); }
+        ~Env() { unsetenv("STRATA_CPU_HUGE_PAGES"); }
+    };
+    const auto model = load_model(test::golden_hf_dir());
+    const auto tokens = prompt_tokens("short");
+    auto run = [&](const char* mode, CpuWeightMemory& memory) {
+        Env env(mode);
+        auto backend = make_backend(BackendOptions{});
+        backend->load(*model);
+        memory = cpu_weight_memory(*backend);
+        Transformer tf(*model, *backend);
+        KVCache cache(*backend, model->config, 64);
+        TraceRequest req;
+        req.logits_all_positions = true;
+        req.keep_logits = true;
+        const Trace trace = tf.prefill(cache, tokens, req);
+        std::vector<float> all = trace.find("logits")->data;
+        const Trace step = tf.decode(cache, tokens[0], TraceRequest{});
+        all.insert(all.end(), step.last_logits.begin(), step.last_logits.end());
+        return all;
+    };
+    CpuWeightMemory copied, mapped;
+    const std::vector<float> a = run("1", copied), b = run("0", mapped);
+    CHECK(a == b);
+    // Every matrix a product reads: wq, wk, wv, wo, w1, w2, w3 of each layer and the (tied) output table.
+    uint64_t matrices = 0;
+    for (const auto& [name, t] : model->tensors)
+        if (t.shape.size() == 2) matrices += t.nbytes;  // tok_embeddings is the output here
+    INFO("copied " << copied.resident_bytes << " bytes, " << copied.huge_page_bytes << " in huge pages");
+    CHECK(copied.resident_bytes == matrices);
+    CHECK(copied.huge_page_bytes <= (copied.resident_bytes + (2u << 20)) / (2u << 20) * (2u << 20));
+    CHECK(mapped.resident_bytes == 0);
+    CHECK(cpu_weight_memory(*make_backend(BackendOptions{})).resident_bytes == 0);  // nothing loaded
 }

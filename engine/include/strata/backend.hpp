@@ -138,6 +138,15 @@ struct BackendOptions {
 };
 std::unique_ptr<Backend> make_backend(const BackendOptions& options);
 
+// The CPU backend's copy of the weight matrices (made at load where memory allows; STRATA_CPU_HUGE_PAGES=0 reads
+// them where they are mapped): its bytes, and how many of them the kernel backs with huge pages. Zeros for
+// another backend.
+struct CpuWeightMemory {
+    uint64_t resident_bytes = 0;
+    uint64_t huge_page_bytes = 0;
+};
+CpuWeightMemory cpu_weight_memory(const Backend& backend);
+
 // freqs_cis as model.py computes it (with Llama 3.1 apply_scaling, or GGUF rope_freqs factors):
 // the angle frequency of pair i is freqs[i], i in [0, head_dim/2). Position p rotates pair i by p * freqs[i].
 std::vector<double> rope_frequencies(const ModelConfig& config, std::span<const float> gguf_factors = {});

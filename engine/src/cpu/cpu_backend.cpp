@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
 #include <string>
 #include <thread>
+#include <unordered_set>
 
 #include "cpu/kernels.hpp"
 #include "strata/error.hpp"
@@ -110,8 +112,56 @@ void CpuBackend::load(const Model& model, const LoadProgress& progress) {
         ++done;
         if (progress.on_progress) progress.on_progress(bytes, total_bytes, done, total);
     }
+    make_resident(model, progress.cancel);
     freqs_ = rope_frequencies(model.config, model.rope_freqs_factors);
     model_ = &model;
+}
+
+void CpuBackend::make_resident(const Model& model, const std::atomic<bool>* cancel) {
+    resident_.clear();
+    resident_memory_ = HugePageBuffer();
+    // STRATA_CPU_HUGE_PAGES=0: never (comparisons); =1: at any size (tests); unset: from 64 MiB of matrices.
+    const char* e = std::getenv("STRATA_CPU_HUGE_PAGES");
+    const std::string mode = e ? e : "";
+    if (mode == "0") return;
+    // The output table (tok_embeddings when tied); a model made for a test may have neither.
+    const auto out = model.tensors.find(model.config.tie_embeddings ? "tok_embeddings" : "output");
+    const TensorView* output = out == model.tensors.end() ? nullptr : &out->second;
+    std::vector<const TensorView*> matrices;
+    std::unordered_set<const std::byte*> seen;  // one copy of bytes that two names share
+    uint64_t bytes = 0;
+    constexpr uint64_t kAlign = 64;
+    for (const auto& [name, t] : model.tensors) {
+        const bool product = t.shape.size() == 2 && (name != "tok_embeddings" || &t == output);
+        if (!product || !t.data || t.nbytes == 0 || !seen.insert(t.data).second) continue;
+        matrices.push_back(&t);
+        bytes += (t.nbytes + kAlign - 1) / kAlign * kAlign;
+    }
+    // Only for weights that decode streams from memory (a small model sits in the caches: a 2 MiB page and its
+    // copy would buy nothing), and with room to spare: the copy is the model's size again (the mapped file's
+    // pages become reclaimable cache once copied), and the pass still needs its activations and KV cache.
+    if ((bytes < (64ull << 20) && mode != "1") || bytes > host_memory_available() / 2) return;
+    HugePageBuffer memory(bytes);
+    if (memory.size() == 0) return;
+    uint64_t at = 0;
+    for (const TensorView* t : matrices) {
+        if (cancel && cancel->load()) {
+            resident_.clear();
+            throw Cancelled();
+        }
+        std::byte* dst = memory.data() + at;
+        // In parallel pieces: the first touch of each page (and its huge-page fault) spreads over the threads.
+        const auto n = static_cast<int64_t>(t->nbytes);
+        pool_.parallel_for((n + (1 << 20) - 1) >> 20, 1, [&](int64_t c0, int64_t c1) {
+            const int64_t b0 = c0 << 20, b1 = std::min(n, c1 << 20);
+            std::memcpy(dst + b0, t->data + b0, static_cast<size_t>(b1 - b0));
+        });
+        TensorView copy = *t;
+        copy.data = dst;
+        resident_.emplace(t->data, std::move(copy));
+        at += (t->nbytes + kAlign - 1) / kAlign * kAlign;
+    }
+    resident_memory_ = std::move(memory);
 }
 
 const ModelConfig& CpuBackend::config(const char* op) const {
@@ -193,7 +243,8 @@ void CpuBackend::rmsnorm(Buf out, Buf x, const TensorView& weight, int64_t T, fl
     });
 }
 
-void CpuBackend::matmul(Buf out, Buf x, const TensorView& w, int64_t T) {
+void CpuBackend::matmul(Buf out, Buf x, const TensorView& mapped, int64_t T) {
+    const TensorView& w = resident(mapped);
     const int64_t rows = w.rows(), cols = w.cols();
     float* o = span_of(out, T * rows, "matmul");       // [T, rows]
     const float* xs = span_of(x, T * cols, "matmul");  // [T, cols]

@@ -5,11 +5,13 @@
 // With BackendOptions::exact false, block-type weights take the integer-dot path (activations quantized to 8 bits
 // once per matmul, quant::dot_q8_matrix); kernels for the instruction set chosen at construction (CpuIsa).
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "cpu/thread_pool.hpp"
 #include "strata/backend.hpp"
 #include "strata/cpu_isa.hpp"
+#include "strata/host_memory.hpp"
 #include "strata/quant.hpp"
 
 namespace strata::cpu {
@@ -53,6 +55,22 @@ private:
     quant::Q8Activations act_;  // the quantized activations of the current matmul (integer-dot path)
     std::vector<uint16_t> xh_;  // x in binary16 for the current F16 decode matmul (fast path)
     const Model* model_ = nullptr;
+    // The matrices the products read (every 2-D weight but the embedding table, which is only gathered from,
+    // unless it is the output too), copied at load into memory of the backend's own with huge pages asked for
+    // (strata/host_memory.hpp): decode streams them, and a file mapping's 4 KiB pages cost it. Keyed by the
+    // mapped bytes; a weight not found (no memory to spare, STRATA_CPU_HUGE_PAGES=0) is read where it is mapped.
+    HugePageBuffer resident_memory_;
+    std::unordered_map<const std::byte*, TensorView> resident_;
+    void make_resident(const Model& model, const std::atomic<bool>* cancel);
+    const TensorView& resident(const TensorView& w) const {
+        const auto it = resident_.find(w.data);
+        return it == resident_.end() ? w : it->second;
+    }
+
+public:
+    CpuWeightMemory weight_memory() const { return {resident_memory_.size(), resident_memory_.huge_bytes()}; }
+
+private:
     std::vector<double> freqs_;  // [head_dim / 2] RoPE angle per position for each pair
     std::vector<std::vector<float>> buffers_;
     std::vector<bool> live_;
