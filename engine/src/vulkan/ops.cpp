@@ -49,17 +49,20 @@ struct MatmulPush {
 struct RopePush {
     uint32_t T, pairs_per_row, half_dim, x_first, table_first;
 };
-struct AttentionPush {
+struct AttentionShape {  // the fields both attention shaders' push constants begin with
     uint32_t T, pos0, n_heads, n_rep, head_dim, kv_dim;
-    uint32_t q_first, k_first, v_first, o_first, p_first;
+    uint32_t q_first, k_first, v_first, o_first;
+};
+struct AttentionPush {
+    AttentionShape shape;
+    uint32_t p_first;
     uint32_t write_probs;
     float scale;
     uint32_t p_T, p_t0, p_L;
     uint32_t n_splits, split_keys;
 };
 struct GroupedAttentionPush {
-    uint32_t T, pos0, n_heads, n_rep, head_dim, kv_dim;
-    uint32_t q_first, k_first, v_first, o_first;
+    AttentionShape shape;
     float scale;
     uint32_t qt, bk;
     uint32_t n_splits, split_keys;
@@ -460,18 +463,14 @@ void VulkanBackend::attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t 
     const int64_t bk = std::min(kGroupedKeyFloats / (c.head_dim + 1), kGroupedWG / (qt * n_rep));
     // Workgroups per query block before any split: one per KV head (grouped) or per query head.
     const int64_t heads_per_group = grouped ? n_rep : 1;
+    // Queries [t0, t0 + tc) of the T, read from qb, written to ob.
+    auto shape_for = [&](int64_t t0, int64_t tc, const Binding& qb, const Binding& ob) {
+        return AttentionShape{u32(tc),       u32(pos0 + t0), u32(c.n_heads), u32(n_rep), u32(c.head_dim),
+                              u32(kv_dim),   qb.first,       kb.first,       vb.first,   ob.first};
+    };
     auto grouped_push = [&](int64_t t0, int64_t tc, const Binding& qb, const Binding& ob) {
         GroupedAttentionPush push{};
-        push.T = u32(tc);
-        push.pos0 = u32(pos0 + t0);
-        push.n_heads = u32(c.n_heads);
-        push.n_rep = u32(n_rep);
-        push.head_dim = u32(c.head_dim);
-        push.kv_dim = u32(kv_dim);
-        push.q_first = qb.first;
-        push.k_first = kb.first;
-        push.v_first = vb.first;
-        push.o_first = ob.first;
+        push.shape = shape_for(t0, tc, qb, ob);
         push.scale = scale;
         push.qt = u32(qt);
         push.bk = u32(bk);
@@ -480,19 +479,10 @@ void VulkanBackend::attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t 
     Binding none = bind(Buf{dummy_, 0, 0}, 0, 1, true, "attention");
     none.track = kUntracked;  // stands in for absent probs: nothing reads it, so it orders nothing
     const Binding pb = probs.valid() ? bind(probs, 0, c.n_heads * T * L, true, "attention") : none;
-    // attention.comp's push constants for queries [t0, t0 + tc) of the T.
+    // attention.comp's push constants.
     auto push_for = [&](int64_t t0, int64_t tc, const Binding& qb, const Binding& ob) {
         AttentionPush push{};
-        push.T = u32(tc);
-        push.pos0 = u32(pos0 + t0);
-        push.n_heads = u32(c.n_heads);
-        push.n_rep = u32(n_rep);
-        push.head_dim = u32(c.head_dim);
-        push.kv_dim = u32(kv_dim);
-        push.q_first = qb.first;
-        push.k_first = kb.first;
-        push.v_first = vb.first;
-        push.o_first = ob.first;
+        push.shape = shape_for(t0, tc, qb, ob);
         push.p_first = pb.first;
         push.write_probs = probs.valid() ? 1u : 0u;
         push.scale = scale;
