@@ -38,7 +38,8 @@ HugePageBuffer::HugePageBuffer(uint64_t bytes) {
     constexpr uint64_t kHuge = 2ull << 20;
     if (bytes == 0) return;
     const uint64_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
-    void* m = ::mmap(nullptr, rounded + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void* m =
+        ::mmap(nullptr, rounded + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) return;
     map_ = m;
     map_bytes_ = rounded + kHuge;

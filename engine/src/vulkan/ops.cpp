@@ -459,7 +459,9 @@ void VulkanBackend::attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t 
     // queries x n_rep heads as its rows, blocks of bk keys staged in shared memory.
     const bool grouped = tuning_.attention_grouped && !probs.valid() && n_rep <= kGroupedRows &&
                          n_rep * c.head_dim <= kGroupedRowFloats;
-    const int64_t qt = grouped ? std::clamp<int64_t>(std::min(kGroupedRows / n_rep, kGroupedRowFloats / (n_rep * c.head_dim)), 1, T) : 1;
+    const int64_t qt =
+        grouped ? std::clamp<int64_t>(std::min(kGroupedRows / n_rep, kGroupedRowFloats / (n_rep * c.head_dim)), 1, T)
+                : 1;
     const int64_t bk = std::min(kGroupedKeyFloats / (c.head_dim + 1), kGroupedWG / (qt * n_rep));
     // Workgroups per query block before any split: one per KV head (grouped) or per query head.
     const int64_t heads_per_group = grouped ? n_rep : 1;
