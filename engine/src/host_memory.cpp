@@ -1,5 +1,6 @@
 #include "strata/host_memory.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -88,7 +89,9 @@ uint64_t HugePageBuffer::huge_bytes() const {
             continue;
         }
         unsigned long long kib = 0;
-        if (ours && std::sscanf(line.c_str(), "AnonHugePages: %llu kB", &kib) == 1) return kib * 1024;
+        // The mapping's huge pages also cover the rounding past size(): count no more than the buffer.
+        if (ours && std::sscanf(line.c_str(), "AnonHugePages: %llu kB", &kib) == 1)
+            return std::min<uint64_t>(kib * 1024, size_);
     }
     return 0;
 }

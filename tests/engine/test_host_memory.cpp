@@ -21,5 +21,5 @@ TEST_CASE("huge-page buffers: aligned to 2 MiB, zero-filled, moved without copyi
     CHECK(a.size() == 0);
     CHECK(b.data() == at);
     CHECK(b.data()[b.size() - 1] == std::byte{7});
-    CHECK(b.huge_bytes() <= (4u << 20));
+    CHECK(b.huge_bytes() <= b.size());
 }

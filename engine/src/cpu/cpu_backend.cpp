@@ -120,10 +120,12 @@ void CpuBackend::load(const Model& model, const LoadProgress& progress) {
 void CpuBackend::make_resident(const Model& model, const std::atomic<bool>* cancel) {
     resident_.clear();
     resident_memory_ = HugePageBuffer();
-    // STRATA_CPU_HUGE_PAGES=0: never (comparisons); =1: at any size (tests); unset: from 64 MiB of matrices.
+    // STRATA_CPU_HUGE_PAGES=0: never (comparisons); =1: at any size, exact or not (tests); unset: on the fast
+    // path from 64 MiB of matrices. The exact path (the explorer, forward, patch, attribute) reads the weights
+    // where they are mapped: it loads at once and its passes are prompts, bound by arithmetic, not decode.
     const char* e = std::getenv("STRATA_CPU_HUGE_PAGES");
     const std::string mode = e ? e : "";
-    if (mode == "0") return;
+    if (mode == "0" || (exact_ && mode != "1")) return;
     // The output table (tok_embeddings when tied); a model made for a test may have neither.
     const auto out = model.tensors.find(model.config.tie_embeddings ? "tok_embeddings" : "output");
     const TensorView* output = out == model.tensors.end() ? nullptr : &out->second;

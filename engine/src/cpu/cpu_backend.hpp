@@ -57,8 +57,9 @@ private:
     const Model* model_ = nullptr;
     // The matrices the products read (every 2-D weight but the embedding table, which is only gathered from,
     // unless it is the output too), copied at load into memory of the backend's own with huge pages asked for
-    // (strata/host_memory.hpp): decode streams them, and a file mapping's 4 KiB pages cost it. Keyed by the
-    // mapped bytes; a weight not found (no memory to spare, STRATA_CPU_HUGE_PAGES=0) is read where it is mapped.
+    // (strata/host_memory.hpp): decode streams them, and a file mapping's 4 KiB pages cost it. On the fast path
+    // only. Keyed by the mapped bytes; a weight not found (exact path, no memory to spare,
+    // STRATA_CPU_HUGE_PAGES=0) is read where it is mapped.
     HugePageBuffer resident_memory_;
     std::unordered_map<const std::byte*, TensorView> resident_;
     void make_resident(const Model& model, const std::atomic<bool>* cancel);
