@@ -43,6 +43,9 @@ public:
     std::vector<float> fetch(Readback r) override;
     std::vector<TokenScore> topk_result(Readback r) override;
 
+    // The copy of the weight matrices made at load (strata/backend.hpp, cpu_weight_memory).
+    CpuWeightMemory weight_memory() const { return {resident_memory_.size(), resident_memory_.huge_bytes()}; }
+
 private:
     // The floats [b.offset, b.offset + n) of buffer b, or an Error naming the op when they are not all there.
     float* span_of(Buf b, int64_t n, const char* op);
@@ -68,10 +71,6 @@ private:
         return it == resident_.end() ? w : it->second;
     }
 
-public:
-    CpuWeightMemory weight_memory() const { return {resident_memory_.size(), resident_memory_.huge_bytes()}; }
-
-private:
     std::vector<double> freqs_;  // [head_dim / 2] RoPE angle per position for each pair
     std::vector<std::vector<float>> buffers_;
     std::vector<bool> live_;
