@@ -183,8 +183,6 @@ TEST_CASE("the fused kernels change no bit of a pass, and cut dispatches and bar
     // STRATA_VK_FUSE=0 (matmul_add, matmul_swiglu and matmul_rope as the interface's defaults), synchronization
     // validation on for both.
     const ScopedEnv sync("STRATA_VK_SYNC_VALIDATION", "1");
-    // Each step as one submission: the barriers that begin each part of a step would blur the counts below.
-    const ScopedEnv whole("STRATA_VK_SUBMIT", "0");
     const auto model = load_model(golden_hf_dir());
     const ModelConfig& c = model->config;
     const std::vector<int32_t> tokens = expected()["prompts"]["short"]["tokens"].get<std::vector<int32_t>>();

@@ -107,8 +107,8 @@ public:
     bool recording() const { return recording_; }
     void begin();   // starts recording (abandoning an unfinished recording)
     // Ends the command buffer being recorded, submits it, and goes on recording into another, so that the
-    // device runs the first part while the rest is recorded. The caller orders the parts (a barrier at the
-    // start of the next one): queue order alone does not make one part's writes visible to the next.
+    // device runs the first part while the rest is recorded. Queue order alone does not make one part's writes
+    // visible to the next: the caller's barriers do (their scopes reach across submissions on the queue).
     void flush();
     void submit();  // ends recording and submits to the queue
     // Waits on the fences of every part submitted since begin() (no-op when nothing is in flight), in slices: it

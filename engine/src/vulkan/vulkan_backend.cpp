@@ -403,8 +403,9 @@ void VulkanBackend::submit_part() {
     part_dispatches_ = 0;
     part_limit_ = std::min(part_limit_ * 2, tuning_.submit_most);
     bound_pipeline_ = VK_NULL_HANDLE;  // a new command buffer has no state bound
-    // Queue order does not make the parts' writes visible to each other: the same barrier that begins a step.
-    barrier();
+    // No barrier here and the hazard tracking goes on: a pipeline barrier's scopes are every command earlier and
+    // later in submission order on the queue, across command buffers and submissions, so the barriers the
+    // tracker places order the parts as they order the commands of one buffer.
 }
 
 void VulkanBackend::begin() {
