@@ -13,6 +13,7 @@ set(STRATA_SHADER_VARIANTS
   "attention_combine|attention_combine.comp"
   "attention_grouped|attention_grouped.comp"
   "attention_grouped_split|attention_grouped.comp|SPLIT=1"
+  "attention_flash|attention_flash.comp"
   "topk|topk.comp"
   "topk_merge|topk.comp|MERGE=1"
   "read_bandwidth|read_bandwidth.comp"

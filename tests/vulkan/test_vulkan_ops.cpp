@@ -319,22 +319,39 @@ TEST_CASE("attention matches the CPU backend (grouped-query, causal, probs, spli
     // The default path, then with the keys of every decode (up to 4 queries) split over workgroups and merged
     // (in this device's large splits and in splits of 16 keys or more over about 64 workgroups);
     // each with the query heads of a KV head in one workgroup (attention_grouped.comp, where no probabilities are
-    // asked for) and with a workgroup per query head (attention.comp).
-    for (const char* grouped : {"1", "0"})
-    for (const char* split_from : {"1000000", "1", "1,16,64" /* a GPU's many small splits */}) {
+    // asked for) and with a workgroup per query head (attention.comp); then every prompt and decode step in
+    // flash-attention tiles (attention_flash.comp, where the device has subgroup shuffles), on longer prompts too.
+    // Grouped shapes: the demo's 4 heads per KV head at head_dim 32, Llama 3 8B's 4 at 128 (two queries per
+    // workgroup, an odd T leaves the last workgroup one), 8 at 64, 4 x 256 (the most one workgroup holds),
+    // head_dim 96 (lanes idle), 16 heads per KV head (too many: attention.comp runs).
+    const std::vector<Case> short_cases{
+        Case{2, 1, 64, 1, 0},   Case{4, 2, 128, 5, 3}, Case{3, 3, 8, 1, 130},   Case{2, 1, 64, 7, 140},
+        Case{1, 1, 256, 2, 1},  Case{2, 1, 64, 3, 600}, Case{4, 2, 128, 1, 300}, Case{8, 2, 32, 6, 20},
+        Case{8, 2, 32, 1, 300}, Case{8, 2, 128, 9, 40}, Case{8, 1, 64, 3, 70},  Case{4, 1, 256, 3, 33},
+        Case{4, 2, 96, 4, 17},  Case{16, 1, 16, 2, 5}};
+    // Flash tiles over several query and key blocks: the demo's shape (64 rows of 2 lanes, 32-key blocks), 8B's
+    // (16 rows of 8 lanes, 16-key blocks), head_dim 256 (32 dims per lane, 8-key blocks), 16 heads per KV head at
+    // head_dim 16 (one lane per row), no grouping at head_dim 8, head_dim 96 (4 lanes of 24 dims), and 70 queries
+    // of a KV head with two heads (the last query block partial, causal across block edges).
+    std::vector<Case> flash_cases = short_cases;
+    for (const Case& c : {Case{8, 2, 32, 40, 3}, Case{8, 2, 128, 21, 5}, Case{4, 1, 256, 10, 20},
+                          Case{16, 1, 16, 33, 0}, Case{3, 3, 8, 17, 2}, Case{4, 2, 96, 19, 40}, Case{2, 1, 64, 70, 0}})
+        flash_cases.push_back(c);
+    struct Mode {
+        const char *grouped, *split_from, *flash_from;
+    };
+    for (const Mode& mode : {Mode{"1", "1000000", "0"}, Mode{"1", "1", "0"}, Mode{"1", "1,16,64", "0"},
+                             Mode{"0", "1000000", "0"}, Mode{"0", "1", "0"}, Mode{"0", "1,16,64", "0"},
+                             Mode{"1", "1000000", "1"}}) {
+        const char *grouped = mode.grouped, *split_from = mode.split_from;
         ScopedEnv env_grouped("STRATA_VK_ATTN_GROUPED", grouped);
         ScopedEnv env("STRATA_VK_ATTN_SPLIT_FROM", split_from);
+        ScopedEnv env_flash("STRATA_VK_ATTN_FLASH_FROM", mode.flash_from);
         Backends backends;
-        // Grouped shapes: the demo's 4 heads per KV head at head_dim 32, Llama 3 8B's 4 at 128 (two queries per
-        // workgroup, an odd T leaves the last workgroup one), 8 at 64, 4 x 256 (the most one workgroup holds),
-        // head_dim 96 (lanes idle), 16 heads per KV head (too many: attention.comp runs).
-        for (const Case& c :
-             {Case{2, 1, 64, 1, 0}, Case{4, 2, 128, 5, 3}, Case{3, 3, 8, 1, 130}, Case{2, 1, 64, 7, 140},
-              Case{1, 1, 256, 2, 1}, Case{2, 1, 64, 3, 600}, Case{4, 2, 128, 1, 300}, Case{8, 2, 32, 6, 20},
-              Case{8, 2, 32, 1, 300}, Case{8, 2, 128, 9, 40}, Case{8, 1, 64, 3, 70}, Case{4, 1, 256, 3, 33},
-              Case{4, 2, 96, 4, 17}, Case{16, 1, 16, 2, 5}}) {
+        for (const Case& c : std::string(mode.flash_from) == "0" ? short_cases : flash_cases) {
             for (bool probs : {false, true}) {
-                INFO("grouped " << grouped << " split from " << split_from << " heads " << c.n_heads << ":"
+                INFO("grouped " << grouped << " split from " << split_from << " flash from " << mode.flash_from
+                                << " heads " << c.n_heads << ":"
                                 << c.n_kv_heads << " head_dim " << c.head_dim << " T " << c.T << " pos0 " << c.pos0
                                 << " probs " << probs);
                 const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim, L = c.pos0 + c.T;

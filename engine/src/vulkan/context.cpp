@@ -222,6 +222,7 @@ VulkanDeviceInfo describe_device(VkPhysicalDevice pd, int index) {
             missing.push_back("subgroup operations in compute shaders");
         const VkSubgroupFeatureFlags ops = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
         if ((subgroup.supportedOperations & ops) != ops) missing.push_back("subgroup arithmetic (subgroupAdd/Max)");
+        info.subgroup_shuffle = (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
     }
     uint32_t nq = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, nullptr);

@@ -24,6 +24,8 @@ constexpr int64_t kTopkMax = 64;             // larger k is ranked on the host f
 constexpr int64_t kMaxHeadDim = 256;         // attention.comp keeps 2 * WG output dims per invocation
 // attention_grouped.comp: its workgroup size, query rows and their floats, and the floats of a staged key block.
 constexpr int64_t kGroupedWG = 128, kGroupedRows = 8, kGroupedRowFloats = 1024, kGroupedKeyFloats = 2112;
+// attention_flash.comp: its workgroup size, dims per lane and keys per block at most, floats of a staged block.
+constexpr int64_t kFlashWG = 128, kFlashMaxDims = 32, kFlashMaxKeys = 32, kFlashBlockFloats = 2048;
 
 struct ElementwisePush {
     uint32_t n, a_first, b_first, o_first;
@@ -66,6 +68,11 @@ struct GroupedAttentionPush {
     float scale;
     uint32_t qt, bk;
     uint32_t n_splits, split_keys;
+};
+struct FlashAttentionPush {
+    AttentionShape shape;
+    float scale;
+    uint32_t qt;
 };
 struct CombinePush {
     uint32_t T, n_heads, head_dim, n_splits, parts_first, o_first;
@@ -111,6 +118,7 @@ constexpr KernelShape kAttentionSplit{"attention_split", 5, sizeof(AttentionPush
 constexpr KernelShape kAttentionCombine{"attention_combine", 2, sizeof(CombinePush)};
 constexpr KernelShape kAttentionGrouped{"attention_grouped", 4, sizeof(GroupedAttentionPush)};
 constexpr KernelShape kAttentionGroupedSplit{"attention_grouped_split", 4, sizeof(GroupedAttentionPush)};
+constexpr KernelShape kAttentionFlash{"attention_flash", 4, sizeof(FlashAttentionPush)};
 constexpr KernelShape kTopk{"topk", 2, sizeof(TopkPush)};
 constexpr KernelShape kTopkMerge{"topk_merge", 2, sizeof(TopkPush)};
 
@@ -268,6 +276,19 @@ const Kernel& VulkanBackend::rmsnorm_kernel(DType t) {
     return kernel(weight_variant(kRmsnorm, t), 3, sizeof(RmsnormPush), {kNormWG});
 }
 
+VulkanBackend::FlashShape VulkanBackend::flash_shape(int64_t head_dim) const {
+    // Lanes per row: the largest power of two up to the device's limit that divides head_dim and leaves each
+    // lane at least 16 dims; none where a lane would need more than the shader's registers.
+    int64_t lanes = 1;
+    while (lanes * 2 <= tuning_.attention_flash_lanes && lanes * 32 <= head_dim && head_dim % (lanes * 2) == 0)
+        lanes *= 2;
+    if (head_dim < 1 || head_dim % lanes != 0 || head_dim / lanes > kFlashMaxDims) return {};
+    return {u32(lanes), u32(head_dim / lanes), u32(std::min(kFlashMaxKeys, kFlashBlockFloats / head_dim))};
+}
+const Kernel& VulkanBackend::flash_kernel(const FlashShape& s) {
+    return kernel(kAttentionFlash, {s.lanes, s.dims, s.keys});
+}
+
 void VulkanBackend::prepare_kernels(const Model& model) {
     // Every pipeline a decode step runs, and the prompt kernels of each weight, built (or read from the pipeline
     // cache) now, so that no timed step compiles one. Other shapes (short prompts' matvec forms, top-k merges of
@@ -275,6 +296,8 @@ void VulkanBackend::prepare_kernels(const Model& model) {
     for (const KernelShape* s : {&kSwiglu, &kAdd, &kCopy, &kRope, &kAttention, &kAttentionSplit, &kAttentionCombine,
                               &kAttentionGrouped, &kAttentionGroupedSplit})
         kernel(*s);
+    if (const FlashShape fs = flash_shape(model.config.head_dim); tuning_.attention_flash_from > 0 && fs.lanes > 0)
+        flash_kernel(fs);
     kernel(kTopk, {tuning_.topk_workgroup});
     kernel(kTopkMerge, {tuning_.topk_workgroup});
     for (const auto& [name, t] : model.tensors) {
@@ -527,11 +550,20 @@ void VulkanBackend::attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t 
         return;
     }
 
+    // A prompt without probabilities: flash-attention tiles (attention_flash.comp) of WG / lanes rows.
+    const FlashShape fs = flash_shape(c.head_dim);
+    const bool flash = !probs.valid() && tuning_.attention_flash_from > 0 && T >= tuning_.attention_flash_from &&
+                       fs.lanes > 0 && n_rep <= kFlashWG / fs.lanes;
     for (int64_t t0 = 0; t0 < T; t0 += per) {
         const int64_t tc = std::min(per, T - t0);
         const Binding qb = bind(q, t0 * q_dim, tc * q_dim, false, "attention");
         const Binding ob = bind(out, t0 * q_dim, tc * q_dim, true, "attention");
-        if (grouped) {
+        if (flash) {
+            const int64_t fqt = kFlashWG / fs.lanes / n_rep;
+            const FlashAttentionPush push{shape_for(t0, tc, qb, ob), scale, u32(fqt)};
+            const Binding bs[] = {qb, kb, vb, ob};
+            dispatch(flash_kernel(fs), bs, &push, static_cast<uint64_t>((tc + fqt - 1) / fqt * c.n_kv_heads));
+        } else if (grouped) {
             const GroupedAttentionPush push = grouped_push(t0, tc, qb, ob);
             const Binding bs[] = {qb, kb, vb, ob};
             dispatch(kernel(kAttentionGrouped), bs, &push, static_cast<uint64_t>((tc + qt - 1) / qt * c.n_kv_heads));

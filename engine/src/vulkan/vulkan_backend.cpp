@@ -23,6 +23,8 @@ uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 KernelTuning tuning_for(const VulkanDeviceInfo& device) {
     KernelTuning t;
+    t.attention_flash_lanes = std::min<uint32_t>(8, device.subgroup_size);
+    if (!device.subgroup_shuffle || t.attention_flash_lanes == 0) t.attention_flash_from = 0;
     if (device.type == "cpu") {
         const uint32_t lanes = std::clamp<uint32_t>(device.subgroup_size, 1, 64);
         t.matvec_workgroup = lanes;
@@ -69,6 +71,10 @@ KernelTuning tuning_for(const VulkanDeviceInfo& device) {
         }
     }
     if (const char* e = std::getenv("STRATA_VK_ATTN_GROUPED")) t.attention_grouped = std::string(e) != "0";
+    if (const char* e = std::getenv("STRATA_VK_ATTN_FLASH_FROM")) {
+        const long long from = std::atoll(e);
+        if (from >= 0 && t.attention_flash_lanes > 0 && device.subgroup_shuffle) t.attention_flash_from = from;
+    }
     if (const char* e = std::getenv("STRATA_VK_FUSE")) t.fuse = std::string(e) != "0";
     // STRATA_VK_TILED_FROM=T: prompts of T tokens or more use the tiled matmul (tests reach it on lavapipe).
     if (const char* e = std::getenv("STRATA_VK_TILED_FROM")) {

@@ -98,6 +98,12 @@ struct KernelTuning {
     // The query heads of one KV head in one workgroup (attention_grouped.comp) wherever no probabilities are
     // asked for; STRATA_VK_ATTN_GROUPED=0 runs attention.comp (a workgroup per query head) instead.
     bool attention_grouped = true;
+    // Prompts of at least this many queries (no probabilities) run attention_flash.comp: up to 128 / lanes rows
+    // per workgroup, each row's dims over `lanes` invocations of a subgroup (so at most attention_flash_lanes,
+    // the device's subgroup size up to 8). 0: never (no subgroup shuffles). STRATA_VK_ATTN_FLASH_FROM=T
+    // overrides it (0 turns it off).
+    int64_t attention_flash_from = 16;
+    uint32_t attention_flash_lanes = 8;
     // A step goes to the device in parts as it is recorded, so that the device starts early and recording
     // overlaps its work: the first part after submit_first dispatches, each next one after twice as many as the
     // last, up to submit_most. STRATA_VK_SUBMIT="FIRST,MOST" overrides them, "0" submits each step whole.
@@ -175,6 +181,13 @@ private:
     // allocation: it runs for every dispatch.
     const Kernel& kernel(std::string_view variant, uint32_t buffers, uint32_t push_bytes,
                          std::initializer_list<uint32_t> constants = {});
+    // attention_flash.comp's specialization for a head_dim: lanes per row, dims per lane, keys per block (lanes 0:
+    // the shader does not take this head_dim).
+    struct FlashShape {
+        uint32_t lanes = 0, dims = 0, keys = 0;
+    };
+    FlashShape flash_shape(int64_t head_dim) const;
+    const Kernel& flash_kernel(const FlashShape& s);
     const Kernel& kernel(const KernelShape& s, std::initializer_list<uint32_t> constants = {}) {
         return kernel(s.variant, s.buffers, s.push_bytes, constants);
     }
