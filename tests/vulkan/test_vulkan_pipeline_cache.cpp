@@ -34,14 +34,15 @@ std::filesystem::path cache_file(const std::filesystem::path& dir) {
     return found;
 }
 
-// Greedy logits of a 12-token prompt and two decode steps on the golden model.
+// Greedy logits of a 20-token prompt (long enough for the flash-attention tiles) and two decode steps on the golden
+// model.
 std::vector<float> run(Backend& b, const Model& model) {
     Transformer tf(model, b);
     KVCache cache(b, model.config, 32);
     TraceRequest cheap;
     cheap.residuals = false;
     std::vector<int32_t> prompt{model.config.bos_id};
-    for (int32_t i = 1; i < 12; ++i) prompt.push_back(100 + 37 * i);
+    for (int32_t i = 1; i < 20; ++i) prompt.push_back(100 + 37 * i);
     std::vector<float> logits = tf.prefill(cache, prompt, cheap).last_logits;
     for (int32_t id : {500, 900}) logits = tf.decode(cache, id, cheap).last_logits;
     return logits;
