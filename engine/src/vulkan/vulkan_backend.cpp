@@ -71,9 +71,15 @@ KernelTuning tuning_for(const VulkanDeviceInfo& device) {
         }
     }
     if (const char* e = std::getenv("STRATA_VK_ATTN_GROUPED")) t.attention_grouped = std::string(e) != "0";
+    // STRATA_VK_ATTN_FLASH_FROM=T[,LANES]: flash tiles from T queries (0: never), with at most LANES lanes per row
+    // (tests run the shapes of devices with smaller subgroups).
     if (const char* e = std::getenv("STRATA_VK_ATTN_FLASH_FROM")) {
-        const long long from = std::atoll(e);
-        if (from >= 0 && t.attention_flash_lanes > 0 && device.subgroup_shuffle) t.attention_flash_from = from;
+        long long from = -1, lanes = 0;
+        const int n = std::sscanf(e, "%lld,%lld", &from, &lanes);
+        if (n >= 1 && from >= 0 && t.attention_flash_lanes > 0 && device.subgroup_shuffle)
+            t.attention_flash_from = from;
+        if (n == 2 && lanes >= 1 && lanes <= t.attention_flash_lanes && (lanes & (lanes - 1)) == 0)
+            t.attention_flash_lanes = static_cast<uint32_t>(lanes);
     }
     if (const char* e = std::getenv("STRATA_VK_FUSE")) t.fuse = std::string(e) != "0";
     // STRATA_VK_TILED_FROM=T: prompts of T tokens or more use the tiled matmul (tests reach it on lavapipe).

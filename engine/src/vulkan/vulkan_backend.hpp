@@ -100,8 +100,8 @@ struct KernelTuning {
     bool attention_grouped = true;
     // Prompts of at least this many queries (no probabilities) run attention_flash.comp: up to 128 / lanes rows
     // per workgroup, each row's dims over `lanes` invocations of a subgroup (so at most attention_flash_lanes,
-    // the device's subgroup size up to 8). 0: never (no subgroup shuffles). STRATA_VK_ATTN_FLASH_FROM=T
-    // overrides it (0 turns it off).
+    // the device's subgroup size up to 8). 0: never (no subgroup shuffles). STRATA_VK_ATTN_FLASH_FROM=T[,LANES]
+    // overrides it (0 turns it off) and the lanes' limit.
     int64_t attention_flash_from = 16;
     uint32_t attention_flash_lanes = 8;
     // A step goes to the device in parts as it is recorded, so that the device starts early and recording
