@@ -2,7 +2,7 @@
 // Causal grouped-query attention for prompts, in flash-attention tiles: one workgroup per (block of qt queries,
 // kv head) owns rows = qt * n_rep query rows (query t, head kvh * n_rep + i) and walks the keys in blocks of BK,
 // each key and value block staged once in shared memory for all of its rows. attention_grouped.comp holds at most
-// 8 rows; here every invocation is one of the C lanes of a row (C = head_dim / dc, a power of two up to 8), so a
+// 8 rows; here every invocation is one of the C lanes of a row (C = head_dim / DC, a power of two up to 8), so a
 // workgroup holds WG / C rows (16 at head_dim 128, 64 at 32) and no phase leaves invocations idle:
 //   lane c of a row keeps dims c, c + C, c + 2C, ... (DC of them) of its query and of its output in registers;
 //   per key it sums its dims' products and the C lanes add their sums with subgroup shuffles (a butterfly, so
