@@ -276,14 +276,19 @@ const Kernel& VulkanBackend::rmsnorm_kernel(DType t) {
     return kernel(weight_variant(kRmsnorm, t), 3, sizeof(RmsnormPush), {kNormWG});
 }
 
-VulkanBackend::FlashShape VulkanBackend::flash_shape(int64_t head_dim) const {
+VulkanBackend::FlashShape VulkanBackend::flash_shape(const ModelConfig& c) const {
     // Lanes per row: the largest power of two up to the device's limit that divides head_dim and leaves each
-    // lane at least 16 dims; none where a lane would need more than the shader's registers.
+    // lane at least 16 dims; none where a lane would need more than the shader's registers, where a KV head has
+    // more query heads than a workgroup has rows, or where the tiles are off.
+    const int64_t head_dim = c.head_dim;
     int64_t lanes = 1;
     while (lanes * 2 <= tuning_.attention_flash_lanes && lanes * 32 <= head_dim && head_dim % (lanes * 2) == 0)
         lanes *= 2;
-    if (head_dim < 1 || head_dim % lanes != 0 || head_dim / lanes > kFlashMaxDims) return {};
-    return {u32(lanes), u32(head_dim / lanes), u32(std::min(kFlashMaxKeys, kFlashBlockFloats / head_dim))};
+    if (tuning_.attention_flash_from <= 0 || head_dim < 1 || head_dim % lanes != 0 ||
+        head_dim / lanes > kFlashMaxDims || c.n_rep() > kFlashWG / lanes)
+        return {};
+    return {u32(lanes), u32(head_dim / lanes), u32(std::min(kFlashMaxKeys, kFlashBlockFloats / head_dim)),
+            kFlashWG / lanes / c.n_rep()};
 }
 const Kernel& VulkanBackend::flash_kernel(const FlashShape& s) {
     return kernel(kAttentionFlash, {s.lanes, s.dims, s.keys});
@@ -296,8 +301,7 @@ void VulkanBackend::prepare_kernels(const Model& model) {
     for (const KernelShape* s : {&kSwiglu, &kAdd, &kCopy, &kRope, &kAttention, &kAttentionSplit, &kAttentionCombine,
                               &kAttentionGrouped, &kAttentionGroupedSplit})
         kernel(*s);
-    if (const FlashShape fs = flash_shape(model.config.head_dim); tuning_.attention_flash_from > 0 && fs.lanes > 0)
-        flash_kernel(fs);
+    if (const FlashShape fs = flash_shape(model.config); fs.lanes > 0) flash_kernel(fs);
     kernel(kTopk, {tuning_.topk_workgroup});
     kernel(kTopkMerge, {tuning_.topk_workgroup});
     for (const auto& [name, t] : model.tensors) {
@@ -551,18 +555,16 @@ void VulkanBackend::attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t 
     }
 
     // A prompt without probabilities: flash-attention tiles (attention_flash.comp) of WG / lanes rows.
-    const FlashShape fs = flash_shape(c.head_dim);
-    const bool flash = !probs.valid() && tuning_.attention_flash_from > 0 && T >= tuning_.attention_flash_from &&
-                       fs.lanes > 0 && n_rep <= kFlashWG / fs.lanes;
+    const FlashShape fs = flash_shape(c);
+    const bool flash = !probs.valid() && fs.lanes > 0 && T >= tuning_.attention_flash_from;
     for (int64_t t0 = 0; t0 < T; t0 += per) {
         const int64_t tc = std::min(per, T - t0);
         const Binding qb = bind(q, t0 * q_dim, tc * q_dim, false, "attention");
         const Binding ob = bind(out, t0 * q_dim, tc * q_dim, true, "attention");
         if (flash) {
-            const int64_t fqt = kFlashWG / fs.lanes / n_rep;
-            const FlashAttentionPush push{shape_for(t0, tc, qb, ob), scale, u32(fqt)};
+            const FlashAttentionPush push{shape_for(t0, tc, qb, ob), scale, u32(fs.queries)};
             const Binding bs[] = {qb, kb, vb, ob};
-            dispatch(flash_kernel(fs), bs, &push, static_cast<uint64_t>((tc + fqt - 1) / fqt * c.n_kv_heads));
+            dispatch(flash_kernel(fs), bs, &push, ceil_div(static_cast<uint64_t>(tc), fs.queries) * c.n_kv_heads);
         } else if (grouped) {
             const GroupedAttentionPush push = grouped_push(t0, tc, qb, ob);
             const Binding bs[] = {qb, kb, vb, ob};

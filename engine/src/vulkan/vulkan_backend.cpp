@@ -23,8 +23,10 @@ uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 KernelTuning tuning_for(const VulkanDeviceInfo& device) {
     KernelTuning t;
+    // Flash tiles need subgroup shuffles; a row's lanes (up to 8) lie within one subgroup.
+    const bool flash_ok = device.subgroup_shuffle && device.subgroup_size > 0;
     t.attention_flash_lanes = std::min<uint32_t>(8, device.subgroup_size);
-    if (!device.subgroup_shuffle || t.attention_flash_lanes == 0) t.attention_flash_from = 0;
+    if (!flash_ok) t.attention_flash_from = 0;
     if (device.type == "cpu") {
         const uint32_t lanes = std::clamp<uint32_t>(device.subgroup_size, 1, 64);
         t.matvec_workgroup = lanes;
@@ -76,8 +78,7 @@ KernelTuning tuning_for(const VulkanDeviceInfo& device) {
     if (const char* e = std::getenv("STRATA_VK_ATTN_FLASH_FROM")) {
         long long from = -1, lanes = 0;
         const int n = std::sscanf(e, "%lld,%lld", &from, &lanes);
-        if (n >= 1 && from >= 0 && t.attention_flash_lanes > 0 && device.subgroup_shuffle)
-            t.attention_flash_from = from;
+        if (n >= 1 && from >= 0 && flash_ok) t.attention_flash_from = from;
         if (n == 2 && lanes >= 1 && lanes <= t.attention_flash_lanes && (lanes & (lanes - 1)) == 0)
             t.attention_flash_lanes = static_cast<uint32_t>(lanes);
     }

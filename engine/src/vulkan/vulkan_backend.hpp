@@ -181,12 +181,13 @@ private:
     // allocation: it runs for every dispatch.
     const Kernel& kernel(std::string_view variant, uint32_t buffers, uint32_t push_bytes,
                          std::initializer_list<uint32_t> constants = {});
-    // attention_flash.comp's specialization for a head_dim: lanes per row, dims per lane, keys per block (lanes 0:
-    // the shader does not take this head_dim).
+    // attention_flash.comp for the model: its specialization (lanes per row, dims per lane, keys per block) and the
+    // queries per workgroup; lanes 0 where the tiles are off or do not take the model's shape.
     struct FlashShape {
         uint32_t lanes = 0, dims = 0, keys = 0;
+        int64_t queries = 0;
     };
-    FlashShape flash_shape(int64_t head_dim) const;
+    FlashShape flash_shape(const ModelConfig& c) const;
     const Kernel& flash_kernel(const FlashShape& s);
     const Kernel& kernel(const KernelShape& s, std::initializer_list<uint32_t> constants = {}) {
         return kernel(s.variant, s.buffers, s.push_bytes, constants);
