@@ -11,13 +11,15 @@
 #            every dispatch), while its Q4_K_M quantization is written in the background
 #   q4km     bench on the Q4_K_M file
 #   noflash  the bf16 prefill again with prompt attention in the grouped kernel (STRATA_VK_ATTN_FLASH_FROM=0),
-#            the before of the flash-attention tiles; last, so it runs only when time is left
+#            the before of the flash-attention tiles; run only when time is left
+#   convert  Q4_K_M decode again with block types' bytes converted to float (STRATA_VK_BYTE_FLOAT_BITS=0), the
+#            before of the float-bits widening; last, so it runs only when time is left
 # Every phase runs under a time limit cut to what is left of the run's deadline (STRATA_GPU_DEADLINE seconds,
 # default 470) and records its exit status and seconds in $OUT/phases.txt, so one failure does not hide the rest.
 #
-#   scripts/gpu-bench.sh [PHASE ...]     default: info build model tests bench profile q4km noflash. More:
-#                                        sweep (matvec shapes, trace cost: [.bench]), check (Vulkan against the
-#                                        CPU backend on a 2-layer 8B shape), quant (each block type on 2 layers)
+#   scripts/gpu-bench.sh [PHASE ...]     default: info build model tests bench profile q4km noflash convert.
+#                                        More: sweep (matvec shapes, trace cost: [.bench]), check (Vulkan against
+#                                        the CPU backend on a 2-layer 8B shape), quant (each block type on 2 layers)
 #   scripts/gpu-bench.sh --bundle DIR    run on a Debian 12 machine that builds Strata: copies what a bare GPU
 #                                        machine may lack (Vulkan headers + loader, glslc, glm, PCRE2 headers,
 #                                        Catch2 2, nlohmann_json, the validation layer, the tokenizer) into DIR
@@ -169,6 +171,11 @@ do_noflash() {
     > "$OUT/bench-bf16-noflash.json" 2> "$OUT/bench-bf16-noflash.err"
 }
 
+do_convert() {
+  STRATA_VK_BYTE_FLOAT_BITS=0 "$cli" bench --model "$model_q4km" --backend vulkan --prompt 8 --gen "$GEN" --repeats 3 \
+    > "$OUT/bench-q4km-convert.json" 2> "$OUT/bench-q4km-convert.err"
+}
+
 do_sweep() {
   # GPU/wall time per step, host recording time, default-trace cost, matvec shapes.
   STRATA_VK_VALIDATION=0 STRATA_BENCH_MODEL="$model" STRATA_BENCH_PROMPT="$PROMPT" STRATA_BENCH_GEN="$GEN" \
@@ -229,12 +236,18 @@ try:
           f"{d['prefill']['tokens_per_second']:.1f} tok/s")
 except Exception as e:
     print(f"bench-bf16-noflash.json: none ({e})")
+try:
+    d = json.load(open(os.path.join(out, "bench-q4km-convert.json")))
+    print(f"bench-q4km-convert.json: Q4_K_M decode with bytes converted to float "
+          f"{d['decode']['tokens_per_second']:.1f} tok/s")
+except Exception as e:
+    print(f"bench-q4km-convert.json: none ({e})")
 PY
   cat "$OUT/summary.txt" >&2
 }
 
 phases=("$@")
-[ ${#phases[@]} -eq 0 ] && phases=(info build model tests bench profile q4km noflash)
+[ ${#phases[@]} -eq 0 ] && phases=(info build model tests bench profile q4km noflash convert)
 model_pid=
 quant_pid=
 wait_model() { [ -n "$model_pid" ] && wait "$model_pid"; model_pid=; }
@@ -251,10 +264,11 @@ for p in "${phases[@]}"; do
     q4km) wait_model; [ -n "$quant_pid" ] && wait "$quant_pid"; quant_pid=
           [ -f "$model_q4km" ] || phase quantize 200 do_quantize; phase q4km 120 do_q4km ;;
     noflash) wait_model; phase noflash 60 do_noflash ;;
+    convert) [ -f "$model_q4km" ] && phase convert 60 do_convert ;;
     sweep) wait_model; phase sweep 300 do_sweep ;;
     check) phase check 300 do_check ;;
     quant) phase quant 400 do_quant ;;
-    *) echo "unknown phase $p (info build model tests bench profile q4km noflash sweep check quant)" >&2; exit 2 ;;
+    *) echo "unknown phase $p (info build model tests bench profile q4km noflash convert sweep check quant)" >&2; exit 2 ;;
   esac
 done
 wait_model

@@ -62,9 +62,25 @@ float half_to_float(uint h) {
 }
 float half_at(uint byte) { return half_to_float(half_bits_at(byte)); }
 
-// Four unsigned / signed bytes of a word as floats (byte 0 first).
-vec4 ubytes(uint v) { return vec4(uvec4(v, v >> 8u, v >> 16u, v >> 24u) & 0xFFu); }
+// Four unsigned / signed bytes of a word as floats (byte 0 first). Two ways to the same floats, chosen per device
+// (specialization constant 3; every kernel that includes this file leaves ids 0-2 to its own constants):
+//   BYTE_FLOAT_BITS false: int-to-float conversion, one per weight (one instruction on a CPU device);
+//   BYTE_FLOAT_BITS true:  the byte b as the low mantissa bits of 2^23 (the float 2^23 + b, exactly), then a
+//   subtraction of 2^23 (exact: the difference is a small integer). A GPU converts integers at a fraction of its
+//   float rate (NVIDIA's table: a quarter), while the OR and the subtraction run at the full integer and float
+//   rates. Signed bytes are first offset by 128 (a sign-bit flip) and the subtraction takes 2^23 + 128. Both
+//   give identical floats for every byte; the tests compare them bit for bit.
+layout(constant_id = 3) const bool BYTE_FLOAT_BITS = false;
+vec4 ubytes(uint v) {
+    const uvec4 b = uvec4(v, v >> 8u, v >> 16u, v >> 24u) & 0xFFu;
+    if (BYTE_FLOAT_BITS) return uintBitsToFloat(b | 0x4B000000u) - 8388608.0;
+    return vec4(b);
+}
 vec4 sbytes(uint v) {
+    if (BYTE_FLOAT_BITS) {
+        const uint u = v ^ 0x80808080u;  // each byte s + 128
+        return uintBitsToFloat((uvec4(u, u >> 8u, u >> 16u, u >> 24u) & 0xFFu) | 0x4B000000u) - 8388736.0;
+    }
     const int s = int(v);
     return vec4(ivec4(s << 24, s << 16, s << 8, s) >> 24);
 }

@@ -300,6 +300,72 @@ TEST_CASE("quantized matmul for prefill (T > 1) matches the CPU backend, streami
     require_no_validation_messages();
 }
 
+TEST_CASE("block types' bytes become the same floats through their float bits as by conversion",
+          "[vulkan][quant]") {
+    // quant.glsl's two ways from a byte to a float (BYTE_FLOAT_BITS: a GPU's default, conversion: a CPU
+    // device's) must give the same floats, so every product and embedding row equals the other way's bit for bit;
+    // and the float-bits way matches the CPU backend on its own. Decode, an 8-token streaming prompt, the tiled
+    // prefill and the embedding, for every block type (signed Q8_0 bytes and the unsigned ones of the others).
+    struct Mode {
+        const char* tiled_from;
+        std::vector<int64_t> Ts;
+    };
+    for (const Mode& mode : {Mode{"1000000", {1, 7}}, Mode{"2", {70}}}) {
+        ScopedEnv tiled("STRATA_VK_TILED_FROM", mode.tiled_from);
+        std::map<std::string, std::vector<float>> by_way[2];
+        for (int bits = 0; bits < 2; ++bits) {
+            ScopedEnv way("STRATA_VK_BYTE_FLOAT_BITS", bits ? "1" : "0");
+            Backends backends;
+            for (DType t : kBlockTypes)
+                for (int64_t T : mode.Ts) {
+                    const int64_t N = 37, K = awkward_cols(t)[1];
+                    INFO(dtype_name(t) << " w [" << N << ", " << K << "], T = " << T << ", float bits " << bits
+                                       << ", STRATA_VK_TILED_FROM=" << mode.tiled_from);
+                    Filler f;
+                    const std::vector<float> xv = random_floats(T * K, 81);
+                    const int32_t ix = f.add(xv);
+                    auto w = random_blocks("w", t, N, K, 82 + uint64_t(K), row_scales);
+                    std::vector<float> got = run_matmul(backends.get(true), f.model(), f, ix, w->view, T, 0);
+                    if (bits) {
+                        const std::vector<float> want = run_matmul(backends.get(false), f.model(), f, ix, w->view, T, 0);
+                        require_close_terms(got, want, dequantized(w->view), xv, N, K, T, 1e-6 * std::sqrt(double(K)) + 1e-6);
+                    }
+                    by_way[bits][std::string(dtype_name(t)) + " T " + std::to_string(T)] = std::move(got);
+                }
+            if (mode.Ts[0] != 1) continue;
+            for (DType t : kBlockTypes) {  // the embedding rows (weight_rc)
+                const int64_t V = 40, W = dtype_block_size(t) == 32 ? 96 : 512;
+                auto table = random_blocks("tok_embeddings", t, V, W, 83, row_scales);
+                Model m;
+                m.config.dim = W;
+                m.config.n_layers = m.config.n_heads = m.config.n_kv_heads = m.config.hidden_dim = 1;
+                m.config.head_dim = 2;
+                m.config.vocab_size = V;
+                m.config.bos_id = 0;
+                m.tensors["tok_embeddings"] = table->view;
+                const std::vector<int32_t> tokens = {0, 39, 1, 17, 17, 5};
+                Backend& b = backends.get(true);
+                b.load(m);
+                Buf out = b.alloc(int64_t(tokens.size()) * W, "out");
+                b.begin();
+                b.embed(out, tokens);
+                Readback r = b.readback(out, int64_t(tokens.size()) * W);
+                b.submit();
+                by_way[bits][std::string(dtype_name(t)) + " embed"] = b.fetch(r);
+                b.free(out);
+            }
+        }
+        for (const auto& [what, conv] : by_way[0]) {
+            INFO(what << ", STRATA_VK_TILED_FROM=" << mode.tiled_from);
+            const std::vector<float>& fb = by_way[1].at(what);
+            REQUIRE(fb.size() == conv.size());
+            REQUIRE(all_finite(fb));
+            REQUIRE(std::memcmp(fb.data(), conv.data(), fb.size() * sizeof(float)) == 0);
+        }
+    }
+    require_no_validation_messages();
+}
+
 TEST_CASE("a quantized weight split across several bindings gives the same result", "[vulkan][quant]") {
     Backends backends;
     // 16 KiB per binding: Q4_0 rows of 96 (54 bytes, 303 rows a chunk) and Q6_K rows of 512 (420 bytes, 39 rows

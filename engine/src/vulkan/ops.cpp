@@ -267,11 +267,17 @@ const Kernel& VulkanBackend::matvec_kernel(DType t, bool vec, uint32_t nt, Epilo
         case Epilogue::Swiglu: v = vec ? &kMatvecVecSwiglu : &kMatvecSwiglu, buffers = 4; break;
         case Epilogue::Rope: v = vec ? &kMatvecVecRope : &kMatvecRope, buffers = 4, push = sizeof(MatvecPush); break;
     }
-    return kernel(weight_variant(*v, t), buffers, push, {tuning_.matvec_workgroup, tuning_.matvec_rows, nt});
+    return kernel(weight_variant(*v, t), buffers, push,
+                  {tuning_.matvec_workgroup, tuning_.matvec_rows, nt, tuning_.byte_float_bits});
 }
 
-const Kernel& VulkanBackend::matmul_kernel(DType t) { return kernel(weight_variant(kMatmul, t), 3, sizeof(MatmulPush)); }
-const Kernel& VulkanBackend::embed_kernel(DType t) { return kernel(weight_variant(kEmbed, t), 3, sizeof(EmbedPush)); }
+// matmul.comp and embed.comp have no constants of their own: ids 0-2 are placeholders, 3 is quant.glsl's.
+const Kernel& VulkanBackend::matmul_kernel(DType t) {
+    return kernel(weight_variant(kMatmul, t), 3, sizeof(MatmulPush), {0, 0, 0, tuning_.byte_float_bits});
+}
+const Kernel& VulkanBackend::embed_kernel(DType t) {
+    return kernel(weight_variant(kEmbed, t), 3, sizeof(EmbedPush), {0, 0, 0, tuning_.byte_float_bits});
+}
 const Kernel& VulkanBackend::rmsnorm_kernel(DType t) {
     return kernel(weight_variant(kRmsnorm, t), 3, sizeof(RmsnormPush), {kNormWG});
 }

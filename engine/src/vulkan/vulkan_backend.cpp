@@ -37,6 +37,7 @@ KernelTuning tuning_for(const VulkanDeviceInfo& device) {
         t.attention_split_from = 1024;
         t.attention_split_keys = 256;
         t.attention_groups = 8;
+        t.byte_float_bits = false;
     }
     // STRATA_VK_MATVEC="WG,ROWS" overrides the matvec shape, so bench can compare shapes on one device.
     if (const char* e = std::getenv("STRATA_VK_MATVEC")) {
@@ -83,6 +84,7 @@ KernelTuning tuning_for(const VulkanDeviceInfo& device) {
             t.attention_flash_lanes = static_cast<uint32_t>(lanes);
     }
     if (const char* e = std::getenv("STRATA_VK_FUSE")) t.fuse = std::string(e) != "0";
+    if (const char* e = std::getenv("STRATA_VK_BYTE_FLOAT_BITS")) t.byte_float_bits = std::string(e) != "0";
     // STRATA_VK_TILED_FROM=T: prompts of T tokens or more use the tiled matmul (tests reach it on lavapipe).
     if (const char* e = std::getenv("STRATA_VK_TILED_FROM")) {
         const long long from = std::atoll(e);
