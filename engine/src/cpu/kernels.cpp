@@ -281,6 +281,7 @@ void widen_row(const TensorView& w, int64_t r, float* out, CpuIsa isa) {
     }
 #ifdef STRATA_HAVE_F16C
     if (w.dtype == DType::F16 && isa != CpuIsa::Generic) return f16c::widen(p, out, w.cols());
+    if (w.dtype == DType::BF16 && isa != CpuIsa::Generic) return f16c::widen_bf16(p, out, w.cols());
 #endif
     (void)isa;
     widen_dispatch(w.dtype, p, out, w.cols());
@@ -303,6 +304,10 @@ void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t
 #ifdef STRATA_HAVE_F16C
     if (w.dtype == DType::F16 && isa == CpuIsa::Avx512Vnni) return avx512::matvec_f16(w, x, out, r0, r1);
     if (w.dtype == DType::F16 && isa != CpuIsa::Generic) return f16c::matvec(w, x, out, r0, r1);
+    // BF16 (Hugging Face checkpoints): the generic loop's widening compiles to 128-bit halves and stack traffic.
+    static const int ahead = cpu_prefetch_ahead();
+    if (w.dtype == DType::BF16 && isa == CpuIsa::Avx512Vnni) return avx512::matvec_bf16(w, x, out, r0, r1, ahead);
+    if (w.dtype == DType::BF16 && isa != CpuIsa::Generic) return f16c::matvec_bf16(w, x, out, r0, r1, ahead);
 #endif
     (void)isa;
     matvec_dispatch(w, x, out, r0, r1);

@@ -59,8 +59,10 @@ void matmul_q8_rows(const TensorView& w, const quant::Q8Activations& x, int64_t 
 namespace avx512 {
 void tiles(const float* wblock, int64_t nrows, const float* x, int64_t T, int64_t n, float* out, int64_t out_stride,
            int64_t r_base);
-// Decode with F16 weights on 16-wide vectors, one row at a time (a sequential stream per thread).
+// Decode with F16 / BF16 weights on 16-wide vectors, one row at a time (a sequential stream per thread); BF16
+// prefetches `ahead` bytes ahead of the weights read where > 0.
 void matvec_f16(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1);
+void matvec_bf16(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1, int ahead);
 // The fast path's F16 decode (half_activations, matvec_f16_h): x times half_scale(max |x|) in binary16, and
 // each sum times `unscale`, its inverse; `ahead` > 0 prefetches that many bytes ahead of the weights read.
 // to_f16 returns the scale, 0 where x holds Inf or NaN.
@@ -76,6 +78,9 @@ void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t
 float to_f16(const float* x, uint16_t* h, int64_t n);  // as avx512::to_f16 / matvec_f16_h
 void matvec_h(const TensorView& w, const uint16_t* xh, float unscale, float* out, int64_t r0, int64_t r1,
               int ahead);
+// BF16 weights on 8-wide vectors (AVX2): widened exactly (the bits moved into the high half), as avx512's.
+void widen_bf16(const std::byte* p, float* out, int64_t n);
+void matvec_bf16(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1, int ahead);
 }  // namespace f16c
 
 }  // namespace strata::cpu

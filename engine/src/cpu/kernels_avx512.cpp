@@ -1,7 +1,7 @@
 // The prefill's register tile for CPUs with AVX-512: 16-wide float vectors and 32 registers allow a 4-row x 6-token
 // tile (24 accumulators; 10 loads per 24 FMAs, against 6 per 8 for the generic 2 x 4 tile), and masked loads take
 // the last columns. Compiled for AVX-512 in a `#pragma GCC target` region below the includes and called only when
-// the CPU has it (CpuIsa::Avx512Vnni). Also the F16 decode kernel, matvec_f16, at the end.
+// the CPU has it (CpuIsa::Avx512Vnni). Also the F16 and BF16 decode kernels at the end.
 #include "cpu/kernels.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
@@ -99,25 +99,60 @@ inline __attribute__((always_inline)) float load1(const std::byte* p, int64_t i)
     __builtin_memcpy(&h, p + 2 * i, 2);
     return _cvtsh_ss(h);
 }
-}  // namespace
+// Sixteen stored weights as floats: binary16 by vcvtph2ps, bfloat16 by moving its bits into the high half.
+struct LoadF16 {
+    static __m512 load16(const std::byte* p, int64_t i) { return avx512::load16(p, i); }
+    static float load1(const std::byte* p, int64_t i) { return avx512::load1(p, i); }
+};
+struct LoadBF16 {
+    static __m512 load16(const std::byte* p, int64_t i) {
+        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * i));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    static float load1(const std::byte* p, int64_t i) {
+        uint16_t h;
+        __builtin_memcpy(&h, p + 2 * i, 2);
+        const uint32_t u = uint32_t(h) << 16;
+        float f;
+        __builtin_memcpy(&f, &u, 4);
+        return f;
+    }
+};
 
-void matvec_f16(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1) {
-    // One row at a time, four partial sums: consecutive rows are consecutive bytes, so a thread's range of rows
-    // is one sequential stream, which the hardware prefetcher follows across pages (x stays in L1/L2).
+// One row at a time, four partial sums: consecutive rows are consecutive bytes, so a thread's range of rows is
+// one sequential stream, which the hardware prefetcher follows across pages (x stays in L1/L2); `ahead` > 0 also
+// prefetches that many bytes ahead of the weights read.
+template <class L>
+inline __attribute__((always_inline)) void matvec_rows(const TensorView& w, const float* x, float* out, int64_t r0,
+                                                       int64_t r1, int ahead) {
     const int64_t n = w.cols();
     for (int64_t r = r0; r < r1; ++r) {
         const std::byte* p = w.row_ptr(r);
         __m512 a[4];
         for (int k = 0; k < 4; ++k) a[k] = _mm512_setzero_ps();
         int64_t i = 0;
-        for (; i + 64 <= n; i += 64)
+        for (; i + 64 <= n; i += 64) {
+            if (ahead) {
+                __builtin_prefetch(p + 2 * i + ahead);
+                __builtin_prefetch(p + 2 * i + ahead + 64);
+            }
             for (int k = 0; k < 4; ++k)
-                a[k] = _mm512_fmadd_ps(load16(p, i + 16 * k), _mm512_loadu_ps(x + i + 16 * k), a[k]);
-        for (; i + 16 <= n; i += 16) a[0] = _mm512_fmadd_ps(load16(p, i), _mm512_loadu_ps(x + i), a[0]);
+                a[k] = _mm512_fmadd_ps(L::load16(p, i + 16 * k), _mm512_loadu_ps(x + i + 16 * k), a[k]);
+        }
+        for (; i + 16 <= n; i += 16) a[0] = _mm512_fmadd_ps(L::load16(p, i), _mm512_loadu_ps(x + i), a[0]);
         float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
-        for (; i < n; ++i) s += load1(p, i) * x[i];
+        for (; i < n; ++i) s += L::load1(p, i) * x[i];
         out[r] = s;
     }
+}
+}  // namespace
+
+void matvec_f16(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1) {
+    matvec_rows<LoadF16>(w, x, out, r0, r1, 0);
+}
+
+void matvec_bf16(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1, int ahead) {
+    matvec_rows<LoadBF16>(w, x, out, r0, r1, ahead);
 }
 
 float to_f16(const float* x, uint16_t* h, int64_t n) {
