@@ -327,8 +327,10 @@ TEST_CASE("block types' bytes become the same floats through their float bits as
                     auto w = random_blocks("w", t, N, K, 82 + uint64_t(K), row_scales);
                     std::vector<float> got = run_matmul(backends.get(true), f.model(), f, ix, w->view, T, 0);
                     if (bits) {
-                        const std::vector<float> want = run_matmul(backends.get(false), f.model(), f, ix, w->view, T, 0);
-                        require_close_terms(got, want, dequantized(w->view), xv, N, K, T, 1e-6 * std::sqrt(double(K)) + 1e-6);
+                        const std::vector<float> want =
+                            run_matmul(backends.get(false), f.model(), f, ix, w->view, T, 0);
+                        require_close_terms(got, want, dequantized(w->view), xv, N, K, T,
+                                            1e-6 * std::sqrt(double(K)) + 1e-6);
                     }
                     by_way[bits][std::string(dtype_name(t)) + " T " + std::to_string(T)] = std::move(got);
                 }

@@ -39,8 +39,8 @@ namespace strata::quant {
 void dequantize(DType t, const void* src, float* dst, int64_t n);
 
 // sum_i w[i] * x[i] over the n weights of `row` (stored as t), float32 accumulation (partial sums per lane).
-// Equal, to float32 rounding, to dot(dequantize(row), x).
-float dot(DType t, const void* row, const float* x, int64_t n);
+// Equal, to float32 rounding, to dot(dequantize(row), x). `isa` picks the kernels (the CPU must support it).
+float dot(DType t, const void* row, const float* x, int64_t n, CpuIsa isa = best_cpu_isa());
 
 // Quantizes n floats (a multiple of the block size) into dtype_bytes(t, n) bytes at dst, for Q8_0, Q4_0, Q4_K,
 // Q5_K and Q6_K. Throws InputError for a non-finite input or one too large for the type's f16 scales

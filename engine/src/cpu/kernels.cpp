@@ -298,7 +298,7 @@ void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t
     if (dtype_is_block(w.dtype)) {
         // Blocks are decoded inside the dot product, a super-block at a time; activations stay float32.
         const int64_t n = w.cols();
-        for (int64_t r = r0; r < r1; ++r) out[r] = quant::dot(w.dtype, w.row_ptr(r), x, n);
+        for (int64_t r = r0; r < r1; ++r) out[r] = quant::dot(w.dtype, w.row_ptr(r), x, n, isa);
         return;
     }
 #ifdef STRATA_HAVE_F16C

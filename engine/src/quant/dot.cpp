@@ -1,8 +1,10 @@
 // sum_i w[i] * x[i] straight from the blocks, x in float32 (activations are never quantized). Each sub-block
 // contributes scale * sum(q * x) - min * sum(x): the integer levels q are widened to float and multiplied with x,
 // and the sub-block's scale and min are applied once per sub-block instead of once per weight. Written with GCC
-// vector extensions (8 floats) and cloned for x86-64-v3 like the other CPU kernels; the result equals the dot
-// of the dequantized weights up to float32 rounding (tested).
+// vector extensions (8 floats, dot_exact.inc) and compiled twice: for any CPU, and for AVX2 + FMA, where the
+// bytes are widened by vpmovzxbd / vpmovsxbd (GCC lowers a byte-vector conversion of the generic code to scalar
+// inserts, so that version widens by shifts); the result equals the dot of the dequantized weights up to
+// float32 rounding (tested).
 #include <cstring>
 
 #include "quant/blocks.hpp"
@@ -11,9 +13,8 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define STRATA_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define STRATA_SIMD_CLONES
+#define STRATA_DOT_AVX2 1
+#include <immintrin.h>
 #endif
 #define STRATA_INLINE static inline __attribute__((always_inline))
 
@@ -30,6 +31,7 @@ STRATA_INLINE v8f load_x(const float* x) {
     std::memcpy(&v, x, sizeof v);
     return v;
 }
+namespace generic {
 // Eight bytes widened to eight 32-bit lanes. Each 32-bit half is broadcast to four lanes and shifted by a
 // per-lane count (vpsrlvd / vpsravd on AVX2): GCC lowers a direct byte-vector conversion to scalar inserts.
 STRATA_INLINE v8i load_u8(const uint8_t* p) {
@@ -53,116 +55,156 @@ STRATA_INLINE float hsum(v8f v) {
     return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
 }
 
+#include "quant/dot_exact.inc"
+}  // namespace generic
+
+#ifdef STRATA_DOT_AVX2
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+namespace avx2 {
+STRATA_INLINE v8i load_u8(const uint8_t* p) {
+    return (v8i)_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+STRATA_INLINE v8i load_i8(const uint8_t* p) {
+    return (v8i)_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+STRATA_INLINE v8f to_f(v8i v) { return __builtin_convertvector(v, v8f); }
+STRATA_INLINE float hsum(v8f v) {
+    return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
+}
+
+#include "quant/dot_exact.inc"
+}  // namespace avx2
+#pragma GCC pop_options
+
+// 16-wide forms of the same sums for the types of Q8_0 and Q4_K_M files (Q8_0, Q4_K, Q6_K): 16 bytes widened by
+// one vpmovzxbd / vpmovsxbd, so a unit of 32 weights is two vectors.
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,avx512f,avx512bw,avx512vl")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's 512-bit intrinsics (bug 105593, as dot_q8.cpp)
+namespace avx512 {
+STRATA_INLINE __m512i u8x16(const uint8_t* p) {
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+STRATA_INLINE __m512 s8x16(const uint8_t* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+STRATA_INLINE __m512 x16(const float* x) { return _mm512_loadu_ps(x); }
+STRATA_INLINE __m512 f(__m512i v) { return _mm512_cvtepi32_ps(v); }
+
 // Q8_0: d * sum(q x) per 32.
-STRATA_INLINE v8f q8_0(const uint8_t* b, const float* x, int64_t nblocks) {
-    v8f acc = {};
-    for (int64_t k = 0; k < nblocks; ++k, b += 34, x += 32) {
-        const uint8_t* qs = b + 2;
-        v8f p = to_f(load_i8(qs)) * load_x(x);
-        p += to_f(load_i8(qs + 8)) * load_x(x + 8);
-        p += to_f(load_i8(qs + 16)) * load_x(x + 16);
-        p += to_f(load_i8(qs + 24)) * load_x(x + 24);
-        acc += blocks::half(b) * p;
+STRATA_INLINE float q8_0(const uint8_t* b, const float* x, int64_t nblocks) {
+    auto block = [&](const uint8_t* blk, const float* xb, __m512 acc) {
+        const __m512 p = _mm512_fmadd_ps(s8x16(blk + 2), x16(xb), _mm512_mul_ps(s8x16(blk + 18), x16(xb + 16)));
+        return _mm512_fmadd_ps(_mm512_set1_ps(blocks::half(blk)), p, acc);
+    };
+    __m512 even = _mm512_setzero_ps(), odd = _mm512_setzero_ps();  // two chains of FMAs
+    int64_t k = 0;
+    for (; k + 2 <= nblocks; k += 2, b += 68, x += 64) {
+        even = block(b, x, even);
+        odd = block(b + 34, x + 32, odd);
     }
-    return acc;
+    if (k < nblocks) even = block(b, x, even);
+    return _mm512_reduce_add_ps(_mm512_add_ps(even, odd));
 }
 
-// Q4_0: d * sum((q - 8) x) per 32; weight j < 16 is the low nibble of byte j, weight j + 16 the high nibble.
-STRATA_INLINE v8f q4_0(const uint8_t* b, const float* x, int64_t nblocks) {
-    v8f acc = {};
-    for (int64_t k = 0; k < nblocks; ++k, b += 18, x += 32) {
-        const uint8_t* qs = b + 2;
-        const v8i a = load_u8(qs), c = load_u8(qs + 8);
-        v8f p = to_f((a & 15) - 8) * load_x(x);
-        p += to_f((c & 15) - 8) * load_x(x + 8);
-        p += to_f((a >> 4) - 8) * load_x(x + 16);
-        p += to_f((c >> 4) - 8) * load_x(x + 24);
-        acc += blocks::half(b) * p;
-    }
-    return acc;
+// The eight 6-bit scales and mins of a Q4_K / Q5_K super-block (blocks::scale_min's packing) times d and dmin,
+// in sc[8] and mn[8]: unpacked a word at a time and converted eight lanes at once, not one sub-block at a time.
+STRATA_INLINE void k_scales(const uint8_t* b, float* sc, float* mn) {
+    uint32_t w[3];
+    std::memcpy(w, b + 4, 12);
+    const uint32_t sc_hi = (w[2] & 0x0f0f0f0fu) | (((w[0] >> 6) & 0x03030303u) << 4);
+    const uint32_t mn_hi = ((w[2] >> 4) & 0x0f0f0f0fu) | (((w[1] >> 6) & 0x03030303u) << 4);
+    const uint64_t s = (w[0] & 0x3f3f3f3fu) | (uint64_t(sc_hi) << 32);
+    const uint64_t m = (w[1] & 0x3f3f3f3fu) | (uint64_t(mn_hi) << 32);
+    auto widen = [](uint64_t v) {
+        return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(v))));
+    };
+    _mm256_storeu_ps(sc, _mm256_mul_ps(widen(s), _mm256_set1_ps(blocks::half(b))));
+    _mm256_storeu_ps(mn, _mm256_mul_ps(widen(m), _mm256_set1_ps(blocks::half(b + 2))));
 }
 
-// Q4_K / Q5_K: per 64-weight chunk c, two sub-blocks (low and high nibbles of qs[32c..32c+32)); Q5_K adds bit
-// 2c / 2c+1 of qh[l] as the fifth bit.
-template <bool kFive>
-STRATA_INLINE v8f qk_affine(const uint8_t* b, const float* x, int64_t nblocks) {
-    constexpr int64_t kBytes = kFive ? 176 : 144;
-    v8f acc = {};
-    for (int64_t k = 0; k < nblocks; ++k, b += kBytes, x += 256) {
-        const float d = blocks::half(b), dmin = blocks::half(b + 2);
-        const uint8_t* scales = b + 4;
-        const uint8_t* qh = b + 16;
-        const uint8_t* qs = b + (kFive ? 48 : 16);
+// Q4_K: per 64-weight chunk c, sub-block 2c in the low nibbles of qs[32c..32c+32) and 2c + 1 in the high ones;
+// scale * sum(q x) - min * sum(x) per sub-block.
+STRATA_INLINE float q4_k(const uint8_t* b, const float* x, int64_t nblocks) {
+    const __m512i m15 = _mm512_set1_epi32(15);
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    alignas(32) float sc[8], mn[8];
+    for (int64_t k = 0; k < nblocks; ++k, b += 144, x += 256) {
+        k_scales(b, sc, mn);
+        const uint8_t* qs = b + 16;
         for (int c = 0; c < 4; ++c) {
-            int sc0, m0, sc1, m1;
-            blocks::scale_min(scales, 2 * c, sc0, m0);
-            blocks::scale_min(scales, 2 * c + 1, sc1, m1);
+            const __m512i q0 = u8x16(qs + 32 * c), q1 = u8x16(qs + 32 * c + 16);
             const float* x0 = x + 64 * c;
-            const float* x1 = x0 + 32;
-            v8f p0 = {}, p1 = {}, s0 = {}, s1 = {};
-            for (int l = 0; l < 32; l += 8) {
-                const v8i q = load_u8(qs + 32 * c + l);
-                v8i lo = q & 15, hi = q >> 4;
-                if constexpr (kFive) {
-                    const v8i h = load_u8(qh + l);
-                    lo |= ((h >> (2 * c)) & 1) << 4;
-                    hi |= ((h >> (2 * c + 1)) & 1) << 4;
-                }
-                const v8f xa = load_x(x0 + l), xb = load_x(x1 + l);
-                p0 += to_f(lo) * xa;
-                p1 += to_f(hi) * xb;
-                s0 += xa;
-                s1 += xb;
-            }
-            acc += (d * static_cast<float>(sc0)) * p0 - (dmin * static_cast<float>(m0)) * s0;
-            acc += (d * static_cast<float>(sc1)) * p1 - (dmin * static_cast<float>(m1)) * s1;
+            const __m512 xa = x16(x0), xb = x16(x0 + 16), xc = x16(x0 + 32), xd = x16(x0 + 48);
+            const __m512 p0 = _mm512_fmadd_ps(f(_mm512_and_si512(q0, m15)), xa,
+                                              _mm512_mul_ps(f(_mm512_and_si512(q1, m15)), xb));
+            const __m512 p1 = _mm512_fmadd_ps(f(_mm512_srli_epi32(q0, 4)), xc,
+                                              _mm512_mul_ps(f(_mm512_srli_epi32(q1, 4)), xd));
+            acc[0] = _mm512_fmadd_ps(_mm512_set1_ps(sc[2 * c]), p0, acc[0]);
+            acc[1] = _mm512_fnmadd_ps(_mm512_set1_ps(mn[2 * c]), _mm512_add_ps(xa, xb), acc[1]);
+            acc[2] = _mm512_fmadd_ps(_mm512_set1_ps(sc[2 * c + 1]), p1, acc[2]);
+            acc[3] = _mm512_fnmadd_ps(_mm512_set1_ps(mn[2 * c + 1]), _mm512_add_ps(xc, xd), acc[3]);
         }
     }
-    return acc;
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
 }
 
-// Q6_K: per 128-weight half, four runs of 32 (low/high nibbles of ql[0..32) and ql[32..64), two bits each of
-// qh[0..32)); level q - 32; int8 scale per 16 weights.
-STRATA_INLINE v8f q6_k(const uint8_t* b, const float* x, int64_t nblocks) {
-    v8f acc = {};
+// Q6_K: per 128-weight half, four runs of 32 (low / high nibbles of ql[0..32) and ql[32..64), two bits each of
+// qh[0..32)), level q - 32, an int8 scale per 16 weights: each 16-lane vector is one scale's weights.
+STRATA_INLINE float q6_k(const uint8_t* b, const float* x, int64_t nblocks) {
+    const __m512i m15 = _mm512_set1_epi32(15), m48 = _mm512_set1_epi32(48), m3 = _mm512_set1_epi32(3),
+                  m32 = _mm512_set1_epi32(32);
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    alignas(64) float dsc[16];
     for (int64_t k = 0; k < nblocks; ++k, b += 210, x += 256) {
-        const float d = blocks::half(b + 208);
-        const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
+        _mm512_store_ps(dsc, _mm512_mul_ps(s8x16(b + 192), _mm512_set1_ps(blocks::half(b + 208))));  // d * scale
         for (int h = 0; h < 2; ++h) {
             const uint8_t* ql = b + 64 * h;
             const uint8_t* qh = b + 128 + 32 * h;
             const float* xh = x + 128 * h;
-            for (int is = 0; is < 2; ++is) {  // the two 8-lane runs of one 16-weight scale share a multiply
-                v8f p1 = {}, p2 = {}, p3 = {}, p4 = {};
-                for (int l = 16 * is; l < 16 * is + 16; l += 8) {
-                    const v8i a = load_u8(ql + l), c = load_u8(ql + l + 32), hb = load_u8(qh + l);
-                    p1 += to_f(((a & 15) | ((hb & 3) << 4)) - 32) * load_x(xh + l);
-                    p2 += to_f(((c & 15) | ((hb << 2) & 48)) - 32) * load_x(xh + l + 32);
-                    p3 += to_f(((a >> 4) | (hb & 48)) - 32) * load_x(xh + l + 64);
-                    p4 += to_f(((c >> 4) | ((hb >> 2) & 48)) - 32) * load_x(xh + l + 96);
-                }
-                const int j = 8 * h + is;
-                acc += (d * static_cast<float>(sc[j])) * p1 + (d * static_cast<float>(sc[j + 2])) * p2;
-                acc += (d * static_cast<float>(sc[j + 4])) * p3 + (d * static_cast<float>(sc[j + 6])) * p4;
+            for (int is = 0; is < 2; ++is) {
+                const int l = 16 * is, j = 8 * h + is;
+                const __m512i a = u8x16(ql + l), c = u8x16(ql + l + 32), hb = u8x16(qh + l);
+                const __m512i q[4] = {
+                    _mm512_or_si512(_mm512_and_si512(a, m15), _mm512_slli_epi32(_mm512_and_si512(hb, m3), 4)),
+                    _mm512_or_si512(_mm512_and_si512(c, m15), _mm512_and_si512(_mm512_slli_epi32(hb, 2), m48)),
+                    _mm512_or_si512(_mm512_srli_epi32(a, 4), _mm512_and_si512(hb, m48)),
+                    _mm512_or_si512(_mm512_srli_epi32(c, 4), _mm512_and_si512(_mm512_srli_epi32(hb, 2), m48))};
+                for (int r = 0; r < 4; ++r)  // run r: weights l.. of the 32 at 32 r, scale j + 2 r
+                    acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(dsc[j + 2 * r]),
+                                             _mm512_mul_ps(f(_mm512_sub_epi32(q[r], m32)), x16(xh + l + 32 * r)),
+                                             acc[r]);
             }
         }
     }
-    return acc;
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
 }
+
+// Q4_0 and Q5_K (not in the files bench compares) take the AVX2 forms.
+float dot_kernel(DType t, const uint8_t* row, const float* x, int64_t n) {
+    switch (t) {
+        case DType::Q8_0: return q8_0(row, x, n / 32);
+        case DType::Q4_K: return q4_k(row, x, n / 256);
+        case DType::Q6_K: return q6_k(row, x, n / 256);
+        default: return avx2::dot_kernel(t, row, x, n);
+    }
+}
+}  // namespace avx512
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+#endif
 
 }  // namespace
 
-STRATA_SIMD_CLONES float dot_blocks(DType t, const uint8_t* row, const float* x, int64_t n) {
-    v8f acc = {};
-    switch (t) {
-        case DType::Q8_0: acc = q8_0(row, x, n / 32); break;
-        case DType::Q4_0: acc = q4_0(row, x, n / 32); break;
-        case DType::Q4_K: acc = qk_affine<false>(row, x, n / 256); break;
-        case DType::Q5_K: acc = qk_affine<true>(row, x, n / 256); break;
-        case DType::Q6_K: acc = q6_k(row, x, n / 256); break;
-        default: break;
-    }
-    return hsum(acc);
+float dot_blocks(DType t, const uint8_t* row, const float* x, int64_t n, CpuIsa isa) {
+#ifdef STRATA_DOT_AVX2
+    if (isa == CpuIsa::Avx512Vnni) return avx512::dot_kernel(t, row, x, n);
+    if (isa != CpuIsa::Generic) return avx2::dot_kernel(t, row, x, n);
+#endif
+    (void)isa;
+    return generic::dot_kernel(t, row, x, n);
 }
 
 }  // namespace strata::quant::detail

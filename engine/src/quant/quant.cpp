@@ -83,7 +83,7 @@ void dequantize(DType t, const void* src, float* dst, int64_t n) {
     decode_blocks(t, p, dst, n);
 }
 
-float dot(DType t, const void* row, const float* x, int64_t n) {
+float dot(DType t, const void* row, const float* x, int64_t n, CpuIsa isa) {
     check_count(t, n, "dot");
     if (!dtype_is_block(t)) {
         // Not the fast path (the CPU kernels widen F32/F16/BF16 themselves); here for completeness.
@@ -98,7 +98,7 @@ float dot(DType t, const void* row, const float* x, int64_t n) {
         }
         return s;
     }
-    return detail::dot_blocks(t, bytes(row), x, n);
+    return detail::dot_blocks(t, bytes(row), x, n, isa);
 }
 
 void validate(DType t, const void* src, int64_t n, std::string_view what) {
