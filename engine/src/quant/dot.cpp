@@ -56,6 +56,7 @@ STRATA_INLINE float hsum(v8f v) {
 }
 
 #include "quant/dot_exact.inc"
+float dot_kernel(DType t, const uint8_t* row, const float* x, int64_t n) { return dot_vector(t, row, x, n); }
 }  // namespace generic
 
 #ifdef STRATA_DOT_AVX2
@@ -74,6 +75,111 @@ STRATA_INLINE float hsum(v8f v) {
 }
 
 #include "quant/dot_exact.inc"
+
+// The eight 6-bit scales and mins of a Q4_K / Q5_K super-block (blocks::scale_min's packing) times d and dmin,
+// in sc[8] and mn[8]: unpacked a word at a time and converted eight lanes at once, not one sub-block at a time.
+STRATA_INLINE void k_scales(const uint8_t* b, float* sc, float* mn) {
+    uint32_t w[3];
+    std::memcpy(w, b + 4, 12);
+    const uint32_t sc_hi = (w[2] & 0x0f0f0f0fu) | (((w[0] >> 6) & 0x03030303u) << 4);
+    const uint32_t mn_hi = ((w[2] >> 4) & 0x0f0f0f0fu) | (((w[1] >> 6) & 0x03030303u) << 4);
+    const uint64_t s = (w[0] & 0x3f3f3f3fu) | (uint64_t(sc_hi) << 32);
+    const uint64_t m = (w[1] & 0x3f3f3f3fu) | (uint64_t(mn_hi) << 32);
+    auto widen = [](uint64_t v) {
+        return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(v))));
+    };
+    _mm256_storeu_ps(sc, _mm256_mul_ps(widen(s), _mm256_set1_ps(blocks::half(b))));
+    _mm256_storeu_ps(mn, _mm256_mul_ps(widen(m), _mm256_set1_ps(blocks::half(b + 2))));
+}
+
+STRATA_INLINE __m256 x8(const float* x) { return _mm256_loadu_ps(x); }
+STRATA_INLINE __m256i u8x8(const uint8_t* p) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+STRATA_INLINE float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+// Q4_K as dot_vector's, with a super-block's scales and mins converted eight at once (k_scales) instead of one
+// sub-block at a time in scalar code, and four chains of additions.
+STRATA_INLINE float q4_k_scaled(const uint8_t* b, const float* x, int64_t nblocks) {
+    const __m256i m15 = _mm256_set1_epi32(15);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), min0 = _mm256_setzero_ps(),
+           min1 = _mm256_setzero_ps();
+    alignas(32) float sc[8], mn[8];
+    for (int64_t k = 0; k < nblocks; ++k, b += 144, x += 256) {
+        k_scales(b, sc, mn);
+        const uint8_t* qs = b + 16;
+        for (int c = 0; c < 4; ++c) {
+            const float* x0 = x + 64 * c;
+            const float* x1 = x0 + 32;
+            __m256 p0 = _mm256_setzero_ps(), p1 = _mm256_setzero_ps(), s0 = _mm256_setzero_ps(),
+                   s1 = _mm256_setzero_ps();
+            for (int l = 0; l < 32; l += 8) {
+                const __m256i q = u8x8(qs + 32 * c + l);
+                const __m256 xa = x8(x0 + l), xb = x8(x1 + l);
+                p0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(q, m15)), xa, p0);
+                p1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(q, 4)), xb, p1);
+                s0 = _mm256_add_ps(s0, xa);
+                s1 = _mm256_add_ps(s1, xb);
+            }
+            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(sc[2 * c]), p0, acc0);
+            min0 = _mm256_fmadd_ps(_mm256_set1_ps(mn[2 * c]), s0, min0);
+            acc1 = _mm256_fmadd_ps(_mm256_set1_ps(sc[2 * c + 1]), p1, acc1);
+            min1 = _mm256_fmadd_ps(_mm256_set1_ps(mn[2 * c + 1]), s1, min1);
+        }
+    }
+    return hsum8(_mm256_sub_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(min0, min1)));
+}
+
+// Q6_K as dot_vector's, with the sixteen scales times d converted at once per super-block.
+STRATA_INLINE float q6_k_scaled(const uint8_t* b, const float* x, int64_t nblocks) {
+    const __m256i m15 = _mm256_set1_epi32(15), m48 = _mm256_set1_epi32(48), m3 = _mm256_set1_epi32(3),
+                  m32 = _mm256_set1_epi32(32);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    alignas(32) float dsc[16];
+    for (int64_t k = 0; k < nblocks; ++k, b += 210, x += 256) {
+        const __m256 d = _mm256_set1_ps(blocks::half(b + 208));
+        for (int i = 0; i < 2; ++i)
+            _mm256_store_ps(dsc + 8 * i, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
+                                                           reinterpret_cast<const __m128i*>(b + 192 + 8 * i)))),
+                                                       d));
+        for (int h = 0; h < 2; ++h) {
+            const uint8_t* ql = b + 64 * h;
+            const uint8_t* qh = b + 128 + 32 * h;
+            const float* xh = x + 128 * h;
+            for (int is = 0; is < 2; ++is) {  // the weights of scales j, j + 2, j + 4, j + 6
+                const int j = 8 * h + is;
+                __m256 p[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+                for (int l = 16 * is; l < 16 * is + 16; l += 8) {
+                    const __m256i a = u8x8(ql + l), c = u8x8(ql + l + 32), hb = u8x8(qh + l);
+                    const __m256i q[4] = {
+                        _mm256_or_si256(_mm256_and_si256(a, m15), _mm256_slli_epi32(_mm256_and_si256(hb, m3), 4)),
+                        _mm256_or_si256(_mm256_and_si256(c, m15), _mm256_and_si256(_mm256_slli_epi32(hb, 2), m48)),
+                        _mm256_or_si256(_mm256_srli_epi32(a, 4), _mm256_and_si256(hb, m48)),
+                        _mm256_or_si256(_mm256_srli_epi32(c, 4), _mm256_and_si256(_mm256_srli_epi32(hb, 2), m48))};
+                    for (int r = 0; r < 4; ++r)
+                        p[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q[r], m32)), x8(xh + l + 32 * r),
+                                               p[r]);
+                }
+                for (int r = 0; r < 4; ++r) acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dsc[j + 2 * r]), p[r], acc[r]);
+            }
+        }
+    }
+    return hsum8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+}
+
+// Q8_0, Q4_0 and Q5_K as dot_vector's (the widening is where the AVX2 form differs).
+float dot_kernel(DType t, const uint8_t* row, const float* x, int64_t n) {
+    switch (t) {
+        case DType::Q4_K: return q4_k_scaled(row, x, n / 256);
+        case DType::Q6_K: return q6_k_scaled(row, x, n / 256);
+        default: return dot_vector(t, row, x, n);
+    }
+}
 }  // namespace avx2
 #pragma GCC pop_options
 
@@ -109,22 +215,6 @@ STRATA_INLINE float q8_0(const uint8_t* b, const float* x, int64_t nblocks) {
     return _mm512_reduce_add_ps(_mm512_add_ps(even, odd));
 }
 
-// The eight 6-bit scales and mins of a Q4_K / Q5_K super-block (blocks::scale_min's packing) times d and dmin,
-// in sc[8] and mn[8]: unpacked a word at a time and converted eight lanes at once, not one sub-block at a time.
-STRATA_INLINE void k_scales(const uint8_t* b, float* sc, float* mn) {
-    uint32_t w[3];
-    std::memcpy(w, b + 4, 12);
-    const uint32_t sc_hi = (w[2] & 0x0f0f0f0fu) | (((w[0] >> 6) & 0x03030303u) << 4);
-    const uint32_t mn_hi = ((w[2] >> 4) & 0x0f0f0f0fu) | (((w[1] >> 6) & 0x03030303u) << 4);
-    const uint64_t s = (w[0] & 0x3f3f3f3fu) | (uint64_t(sc_hi) << 32);
-    const uint64_t m = (w[1] & 0x3f3f3f3fu) | (uint64_t(mn_hi) << 32);
-    auto widen = [](uint64_t v) {
-        return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(v))));
-    };
-    _mm256_storeu_ps(sc, _mm256_mul_ps(widen(s), _mm256_set1_ps(blocks::half(b))));
-    _mm256_storeu_ps(mn, _mm256_mul_ps(widen(m), _mm256_set1_ps(blocks::half(b + 2))));
-}
-
 // Q4_K: per 64-weight chunk c, sub-block 2c in the low nibbles of qs[32c..32c+32) and 2c + 1 in the high ones;
 // scale * sum(q x) - min * sum(x) per sub-block.
 STRATA_INLINE float q4_k(const uint8_t* b, const float* x, int64_t nblocks) {
@@ -132,7 +222,7 @@ STRATA_INLINE float q4_k(const uint8_t* b, const float* x, int64_t nblocks) {
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     alignas(32) float sc[8], mn[8];
     for (int64_t k = 0; k < nblocks; ++k, b += 144, x += 256) {
-        k_scales(b, sc, mn);
+        avx2::k_scales(b, sc, mn);
         const uint8_t* qs = b + 16;
         for (int c = 0; c < 4; ++c) {
             const __m512i q0 = u8x16(qs + 32 * c), q1 = u8x16(qs + 32 * c + 16);
