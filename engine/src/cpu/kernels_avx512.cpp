@@ -112,10 +112,7 @@ struct LoadBF16 {
     static float load1(const std::byte* p, int64_t i) {
         uint16_t h;
         __builtin_memcpy(&h, p + 2 * i, 2);
-        const uint32_t u = uint32_t(h) << 16;
-        float f;
-        __builtin_memcpy(&f, &u, 4);
-        return f;
+        return bf16_to_f32(h);
     }
 };
 

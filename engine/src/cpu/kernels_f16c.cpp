@@ -116,11 +116,31 @@ float to_f16(const float* x, uint16_t* h, int64_t n) {
     return s;
 }
 
-// x in binary16 as well, one row at a time (a thread's rows are then one sequential stream), four partial sums.
-void matvec_h(const TensorView& w, const uint16_t* xh, float unscale, float* out, int64_t r0, int64_t r1,
-              int ahead) {
+namespace {
+// Eight weights (or binary16 activations) as floats: binary16 by vcvtph2ps, bfloat16 by moving its bits into the
+// high half; and x as float32.
+struct LoadF16 {
+    static __m256 load8(const void* p, int64_t i) { return f16c::load8(static_cast<const std::byte*>(p), i); }
+    static float load1(const void* p, int64_t i) { return f16c::load1(static_cast<const std::byte*>(p), i); }
+};
+struct LoadBF16 {
+    static __m256 load8(const void* p, int64_t i) {
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+    static float load1(const void* p, int64_t i) { return bf16_to_f32(static_cast<const uint16_t*>(p)[i]); }
+};
+struct LoadF32 {
+    static __m256 load8(const void* p, int64_t i) { return _mm256_loadu_ps(static_cast<const float*>(p) + i); }
+    static float load1(const void* p, int64_t i) { return static_cast<const float*>(p)[i]; }
+};
+
+// One row at a time (a thread's rows are then one sequential stream), four partial sums, prefetching `ahead`
+// bytes on where > 0: weights W against x stored as X, each sum times `unscale`.
+template <class W, class X>
+inline __attribute__((always_inline)) void rows(const TensorView& w, const void* x, float unscale, float* out,
+                                                int64_t r0, int64_t r1, int ahead) {
     const int64_t n = w.cols();
-    const std::byte* xb = reinterpret_cast<const std::byte*>(xh);
     for (int64_t r = r0; r < r1; ++r) {
         const std::byte* p = w.row_ptr(r);
         __m256 a[4];
@@ -128,54 +148,30 @@ void matvec_h(const TensorView& w, const uint16_t* xh, float unscale, float* out
         int64_t i = 0;
         for (; i + 32 <= n; i += 32) {
             if (ahead) __builtin_prefetch(p + 2 * i + ahead);
-            for (int k = 0; k < 4; ++k) a[k] = _mm256_fmadd_ps(load8(p, i + 8 * k), load8(xb, i + 8 * k), a[k]);
+            for (int k = 0; k < 4; ++k) a[k] = _mm256_fmadd_ps(W::load8(p, i + 8 * k), X::load8(x, i + 8 * k), a[k]);
         }
-        for (; i + 8 <= n; i += 8) a[0] = _mm256_fmadd_ps(load8(p, i), load8(xb, i), a[0]);
+        for (; i + 8 <= n; i += 8) a[0] = _mm256_fmadd_ps(W::load8(p, i), X::load8(x, i), a[0]);
         float s = hsum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
-        for (; i < n; ++i) s += load1(p, i) * load1(xb, i);
+        for (; i < n; ++i) s += W::load1(p, i) * X::load1(x, i);
         out[r] = s * unscale;
     }
 }
-
-namespace {
-inline __attribute__((always_inline)) __m256 load8_bf16(const std::byte* p, int64_t i) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-inline __attribute__((always_inline)) float load1_bf16(const std::byte* p, int64_t i) {
-    uint16_t h;
-    __builtin_memcpy(&h, p + 2 * i, 2);
-    const uint32_t u = uint32_t(h) << 16;
-    float f;
-    __builtin_memcpy(&f, &u, 4);
-    return f;
-}
 }  // namespace
+
+// x in binary16 as well.
+void matvec_h(const TensorView& w, const uint16_t* xh, float unscale, float* out, int64_t r0, int64_t r1,
+              int ahead) {
+    rows<LoadF16, LoadF16>(w, xh, unscale, out, r0, r1, ahead);
+}
 
 void widen_bf16(const std::byte* p, float* out, int64_t n) {
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, load8_bf16(p, i));
-    for (; i < n; ++i) out[i] = load1_bf16(p, i);
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, LoadBF16::load8(p, i));
+    for (; i < n; ++i) out[i] = LoadBF16::load1(p, i);
 }
 
-// As matvec_h's loop (one row at a time, four partial sums, prefetching `ahead` bytes on), with x in float32.
 void matvec_bf16(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1, int ahead) {
-    const int64_t n = w.cols();
-    for (int64_t r = r0; r < r1; ++r) {
-        const std::byte* p = w.row_ptr(r);
-        __m256 a[4];
-        for (int k = 0; k < 4; ++k) a[k] = _mm256_setzero_ps();
-        int64_t i = 0;
-        for (; i + 32 <= n; i += 32) {
-            if (ahead) __builtin_prefetch(p + 2 * i + ahead);
-            for (int k = 0; k < 4; ++k)
-                a[k] = _mm256_fmadd_ps(load8_bf16(p, i + 8 * k), _mm256_loadu_ps(x + i + 8 * k), a[k]);
-        }
-        for (; i + 8 <= n; i += 8) a[0] = _mm256_fmadd_ps(load8_bf16(p, i), _mm256_loadu_ps(x + i), a[0]);
-        float s = hsum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
-        for (; i < n; ++i) s += load1_bf16(p, i) * x[i];
-        out[r] = s;
-    }
+    rows<LoadBF16, LoadF32>(w, x, 1.0f, out, r0, r1, ahead);
 }
 
 }  // namespace strata::cpu::f16c
