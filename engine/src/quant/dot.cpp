@@ -93,15 +93,8 @@ STRATA_INLINE void k_scales(const uint8_t* b, float* sc, float* mn) {
 }
 
 STRATA_INLINE __m256 x8(const float* x) { return _mm256_loadu_ps(x); }
-STRATA_INLINE __m256i u8x8(const uint8_t* p) {
-    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-}
-STRATA_INLINE float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
+STRATA_INLINE __m256i u8x8(const uint8_t* p) { return (__m256i)load_u8(p); }
+STRATA_INLINE float hsum8(__m256 v) { return hsum((v8f)v); }
 
 // Q4_K as dot_vector's, with a super-block's scales and mins converted eight at once (k_scales) instead of one
 // sub-block at a time in scalar code, and four chains of additions.

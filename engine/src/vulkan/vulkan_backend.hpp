@@ -112,8 +112,8 @@ struct KernelTuning {
     // matvec.comp's epilogues (matmul_add, matmul_swiglu, matmul_rope fused). STRATA_VK_FUSE=0 turns them off:
     // every op then runs as the interface's default, for tests that compare both and for before/after counts.
     bool fuse = true;
-    // Block types' bytes become floats through their float bits (quant.glsl's BYTE_FLOAT_BITS: an OR and an
-    // addition, where a GPU converts integers at a fraction of its float rate) or by conversion (a CPU device,
+    // Block types' bytes become floats through their float bits (quant.glsl's BYTE_FLOAT_BITS: an OR and a
+    // subtraction, where a GPU converts integers at a fraction of its float rate) or by conversion (a CPU device,
     // where conversion is one instruction). The same floats either way. STRATA_VK_BYTE_FLOAT_BITS=0|1 overrides.
     bool byte_float_bits = true;
 };
