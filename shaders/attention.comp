@@ -14,8 +14,6 @@ layout(local_size_x = 128) in;
 #define WG 128u
 #include "reduce.glsl"
 layout(std430, binding = 0) readonly buffer Q { float q[]; };  // [T, n_heads * head_dim]
-layout(std430, binding = 1) readonly buffer K { float k[]; };  // [pos0 + T, n_kv_heads * head_dim]
-layout(std430, binding = 2) readonly buffer V { float v[]; };  // [pos0 + T, n_kv_heads * head_dim]
 layout(std430, binding = 3) writeonly buffer O { float o[]; };  // [T, n_heads * head_dim] (SPLIT: the partials)
 layout(std430, binding = 4) writeonly buffer P { float probs[]; };  // [n_heads, p_T, p_L] when write_probs
 layout(push_constant) uniform Push {
@@ -24,6 +22,7 @@ layout(push_constant) uniform Push {
     uint write_probs; float scale; uint p_T; uint p_t0; uint p_L;  // probs of queries p_t0.. of all p_T
     uint n_splits; uint split_keys;                                // SPLIT: keys [s * split_keys, ...) per split
 } p;
+#include "kv.glsl"
 
 shared float qs[2u * WG];  // the query row (head_dim <= 2 * WG)
 shared float weights[WG];  // this block's softmax weights
@@ -33,7 +32,7 @@ shared float weights[WG];  // this block's softmax weights
 float score(uint j, uint kbase) {
     float s = 0.0;
     const uint row = kbase + j * p.kv_dim;
-    for (uint d = 0u; d < p.head_dim; ++d) s += qs[d] * k[row + d];
+    for (uint d = 0u; d < p.head_dim; ++d) s += qs[d] * key_at(row + d);
     return s * p.scale;
 }
 
@@ -59,7 +58,7 @@ void main() {
     const uint row = t * p.n_heads * p.head_dim + h * p.head_dim;
     for (uint d = tid; d < p.head_dim; d += WG) qs[d] = q[p.q_first + row + d];
     barrier();  // the query is staged before any score reads it
-    const uint kbase = p.k_first + kvh * p.head_dim, vbase = p.v_first + kvh * p.head_dim;
+    const uint kbase = kvh * p.head_dim, vbase = kvh * p.head_dim;  // elements of the caches
 
     float m = NEG_INF, l = 0.0;
     if (exact) {
@@ -95,8 +94,8 @@ void main() {
         for (uint jj = 0u; jj < nb; ++jj) {
             const float wj = weights[jj];
             const uint vrow = vbase + (j0 + jj) * p.kv_dim;
-            if (tid < p.head_dim) acc0 += wj * v[vrow + tid];
-            if (tid + WG < p.head_dim) acc1 += wj * v[vrow + tid + WG];
+            if (tid < p.head_dim) acc0 += wj * value_at(vrow + tid);
+            if (tid + WG < p.head_dim) acc1 += wj * value_at(vrow + tid + WG);
         }
         barrier();  // everyone has used the weights before the next block overwrites them
     }

@@ -25,14 +25,13 @@ layout(constant_id = 0) const uint C = 8;    // lanes per row: a power of two th
 layout(constant_id = 1) const uint DC = 16;  // dims per lane: head_dim / C, at most MAX_DC
 layout(constant_id = 2) const uint BK = 16;  // keys per block: at most MAX_BK, BK * head_dim <= KV_FLOATS
 layout(std430, binding = 0) readonly buffer Q { float q[]; };   // [T, n_heads * head_dim]
-layout(std430, binding = 1) readonly buffer K { float k[]; };   // [pos0 + T, n_kv_heads * head_dim]
-layout(std430, binding = 2) readonly buffer V { float v[]; };   // [pos0 + T, n_kv_heads * head_dim]
 layout(std430, binding = 3) writeonly buffer O { float o[]; };  // [T, n_heads * head_dim]
 layout(push_constant) uniform Push {
     uint T; uint pos0; uint n_heads; uint n_rep; uint head_dim; uint kv_dim;
     uint q_first; uint k_first; uint v_first; uint o_first;
     float scale; uint qt;  // queries per workgroup (qt * n_rep * C <= WG)
 } p;
+#include "kv.glsl"
 
 shared float ks[KV_FLOATS];  // key j of the block at ks[j * head_dim]
 shared float vs[KV_FLOATS];  // value j at vs[j * head_dim]
@@ -58,16 +57,27 @@ void main() {
         acc[i] = 0.0;
     }
     float m = NEG_INF, l = 0.0;
-    const uint kbase = p.k_first + kvh * D, vbase = p.v_first + kvh * D;
+    const uint kbase = kvh * D, vbase = kvh * D;  // elements of the caches
     const uint j_end = p.pos0 + t0 + queries;  // the keys up to the last query's position
 
     for (uint j0 = 0u; j0 < j_end; j0 += BK) {
         const uint nb = min(BK, j_end - j0);
+#ifdef KV_F16
+        for (uint e = 2u * tid; e < nb * D; e += 2u * WG) {  // two dims of a row per word (head_dim is even)
+            const uint src = (j0 + e / D) * p.kv_dim + e % D;
+            const vec2 kk = key_pair(kbase + src), vv = value_pair(vbase + src);
+            ks[e] = kk.x;
+            ks[e + 1u] = kk.y;
+            vs[e] = vv.x;
+            vs[e + 1u] = vv.y;
+        }
+#else
         for (uint e = tid; e < nb * D; e += WG) {
             const uint src = (j0 + e / D) * p.kv_dim + e % D;
-            ks[e] = k[kbase + src];
-            vs[e] = v[vbase + src];
+            ks[e] = key_at(kbase + src);
+            vs[e] = value_at(vbase + src);
         }
+#endif
         barrier();  // the block's keys and values are staged before anyone reads them
 
         // Constant loop bounds and guards (no breaks), so that the arrays stay in registers once unrolled; the

@@ -18,8 +18,6 @@ layout(local_size_x = 128) in;
 #define MAX_ROW_FLOATS 1024u   // rows * head_dim: the staged queries
 #define KEY_FLOATS 2112u       // the staged key block: bk * (head_dim + 1)
 layout(std430, binding = 0) readonly buffer Q { float q[]; };   // [T, n_heads * head_dim]
-layout(std430, binding = 1) readonly buffer K { float k[]; };   // [pos0 + T, n_kv_heads * head_dim]
-layout(std430, binding = 2) readonly buffer V { float v[]; };   // [pos0 + T, n_kv_heads * head_dim]
 layout(std430, binding = 3) writeonly buffer O { float o[]; };  // [T, n_heads * head_dim] (SPLIT: the partials)
 layout(push_constant) uniform Push {
     uint T; uint pos0; uint n_heads; uint n_rep; uint head_dim; uint kv_dim;
@@ -27,6 +25,7 @@ layout(push_constant) uniform Push {
     float scale; uint qt; uint bk;  // queries per workgroup, keys per block (bk * rows <= WG)
     uint n_splits; uint split_keys;
 } p;
+#include "kv.glsl"
 
 shared float qs[MAX_ROW_FLOATS];  // row r's query at qs[r * head_dim]
 shared float ks[KEY_FLOATS];      // key j of the block at ks[j * (head_dim + 1)]: padded, no shared-bank clashes
@@ -66,14 +65,23 @@ void main() {
     float acc[2u * MAX_ROWS];
     for (uint i = 0u; i < 2u * MAX_ROWS; ++i) acc[i] = 0.0;
     float m = NEG_INF, l = 0.0;  // row tid's softmax state, for tid < rows
-    const uint kbase = p.k_first + kvh * D, vbase = p.v_first + kvh * D;
+    const uint kbase = kvh * D, vbase = kvh * D;  // elements of the caches
 
     for (uint j0 = j_begin; j0 < j_end; j0 += p.bk) {
         const uint nb = min(p.bk, j_end - j0);
+#ifdef KV_F16
+        for (uint e = 2u * tid; e < nb * D; e += 2u * WG) {  // two dims of a row per word (head_dim is even)
+            const uint j = e / D, d = e % D;
+            const vec2 kk = key_pair(kbase + (j0 + j) * p.kv_dim + d);
+            ks[j * (D + 1u) + d] = kk.x;
+            ks[j * (D + 1u) + d + 1u] = kk.y;
+        }
+#else
         for (uint e = tid; e < nb * D; e += WG) {
             const uint j = e / D, d = e % D;
-            ks[j * (D + 1u) + d] = k[kbase + (j0 + j) * p.kv_dim + d];
+            ks[j * (D + 1u) + d] = key_at(kbase + (j0 + j) * p.kv_dim + d);
         }
+#endif
         barrier();  // the queries and the block's keys are staged before any score reads them
         if (tid < rows * p.bk) {
             const uint r = tid / p.bk, j = tid % p.bk;
@@ -121,7 +129,7 @@ void main() {
                 for (uint half_ = 0u; half_ < 2u; ++half_) {
                     const uint d = lane + half_ * WG;
                     if (d < D) {
-                        const float val = v[vrow + d];
+                        const float val = value_at(vrow + d);
                         for (uint i = 0u; i < MAX_ROWS; ++i) {
                             const uint r = r0 + i * rs;
                             if (r < rows) acc[2u * i + half_] += ws[r * p.bk + j] * val;

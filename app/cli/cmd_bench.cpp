@@ -107,7 +107,7 @@ Bandwidth host_read_bandwidth(uint64_t bytes, int threads, int repeats, bool hug
 
 int run_bench(const Args& args) {
     auto keys = model_option_keys();
-    keys.insert(keys.end(), {"prompt", "gen", "bandwidth-mib", "repeats"});
+    keys.insert(keys.end(), {"prompt", "gen", "bandwidth-mib", "repeats", "kv-cache"});
     args.allow_only(keys);
     const int64_t n_prompt = args.get_int("prompt", 128);
     const int64_t n_gen = args.get_int("gen", 32);
@@ -116,6 +116,7 @@ int run_bench(const Args& args) {
     if (n_prompt < 1 || n_gen < 1) throw UsageError("--prompt and --gen must be at least 1");
     if (bandwidth_mib < 1024) throw UsageError("--bandwidth-mib must be at least 1024 (1 GiB defeats the caches)");
     if (repeats < 1) throw UsageError("--repeats must be at least 1");
+    const KvCacheType kv_cache = kv_cache_option(args);
 
     auto t_load = Clock::now();
     LoadedModel m = load_model_and_backend(args, /*integer_dot=*/true);
@@ -129,7 +130,7 @@ int run_bench(const Args& args) {
     for (int64_t i = 1; i < n_prompt; ++i) prompt.push_back(static_cast<int32_t>((i * 7919 + 13) % std::min<int64_t>(c.vocab_size, 128000)));
 
     Transformer tf(model, *m.backend);
-    KVCache cache(*m.backend, c, n_prompt + n_gen + 1);
+    KVCache cache(*m.backend, c, n_prompt + n_gen + 1, kv_cache);
     TraceRequest cheap;
     cheap.residuals = false;
     cheap.top_k = 0;
@@ -213,6 +214,7 @@ int run_bench(const Args& args) {
     const nlohmann::json out = {
         {"model", model_json(model, *m.backend)},
         {"load_seconds", load_s},
+        {"kv_cache", kv_cache_type_name(kv_cache)},
         {"prefill",
          {{"tokens", n_prompt},
           {"seconds", prefill_s},
@@ -238,7 +240,7 @@ int run_bench(const Args& args) {
 
 STRATA_COMMAND(Command{"bench",
                        "--model PATH [--backend cpu|vulkan] [--device N] [--threads N] [--exact] [--cpu-isa NAME] [--prompt N] [--gen M] "
-                       "[--bandwidth-mib N] [--repeats R]",
+                       "[--bandwidth-mib N] [--repeats R] [--kv-cache f32|f16]",
                        "prefill and decode tokens/s, effective weight GB/s of decode, the machine's memory "
                        "bandwidth and the fraction decode reaches (JSON)",
                        run_bench,
@@ -247,6 +249,7 @@ STRATA_COMMAND(Command{"bench",
                            {"gen", "M", "tokens to decode for the decode measurement (default 32)"},
                            {"bandwidth-mib", "N", "MiB read by the memory bandwidth probe (default 1024)"},
                            {"repeats", "R", "repeats of each measurement; the best counts (default 5)"},
+                           {"kv-cache", "f32|f16", kv_cache_help()},
                        })});
 
 }  // namespace strata::cli

@@ -17,7 +17,7 @@ namespace {
 int run_generate(const Args& args) {
     auto keys = model_option_keys();
     keys.insert(keys.end(), {"tokens", "text", "chat", "system", "max-tokens", "temperature", "top-k", "top-p",
-                             "min-p", "seed", "json"});
+                             "min-p", "seed", "json", "kv-cache"});
     args.allow_only(keys);
     const int inputs = int(args.has("tokens")) + int(args.has("text")) + int(args.has("chat"));
     if (inputs != 1) throw UsageError("give exactly one of --tokens, --text and --chat");
@@ -40,6 +40,7 @@ int run_generate(const Args& args) {
     options.trace.residuals = false;
     options.trace.top_k = 0;
     const bool json = args.has("json");
+    const KvCacheType kv_cache = kv_cache_option(args);
 
     LoadedModel m = load_model_and_backend(args, /*integer_dot=*/true);
     const Model& model = *m.model;
@@ -64,7 +65,7 @@ int run_generate(const Args& args) {
     // A cache for the prompt and what may follow, within the model's context.
     const int64_t context = std::min<int64_t>(model.config.max_seq_len,
                                               static_cast<int64_t>(prompt.size()) + std::max<int64_t>(options.max_tokens, 1));
-    Session session(model, *m.backend, context);
+    Session session(model, *m.backend, context, kv_cache);
     const std::atomic<bool>* interrupted = catch_interrupts();
     const auto t0 = std::chrono::steady_clock::now();
     session.feed(prompt, {}, interrupted);
@@ -117,7 +118,8 @@ int run_generate(const Args& args) {
 STRATA_COMMAND(Command{"generate",
                        "--model PATH (--tokens ID,ID,... | --text TEXT | --chat MESSAGE [--system TEXT]) "
                        "[--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--min-p M] [--seed S] "
-                       "[--backend cpu|vulkan] [--device N] [--threads N] [--exact] [--cpu-isa NAME] [--json]",
+                       "[--backend cpu|vulkan] [--device N] [--threads N] [--exact] [--cpu-isa NAME] "
+                       "[--kv-cache f32|f16] [--json]",
                        "generate text: streamed to stdout, or {\"ids\", \"text\"} with --json", run_generate,
                        with_model_options({
                            {"tokens", "ID,ID,...", "the prompt as token ids (plain completion)"},
@@ -131,6 +133,7 @@ STRATA_COMMAND(Command{"generate",
                            {"min-p", "M", "drop tokens below M times the top probability (default 0)"},
                            {"seed", "S", "the sampler's seed (default 0)"},
                            {"json", "", "print {\"ids\", \"text\"} at the end instead of streaming"},
+                           {"kv-cache", "f32|f16", kv_cache_help()},
                        })});
 
 }  // namespace strata::cli

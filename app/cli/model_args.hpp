@@ -44,6 +44,18 @@ inline LoadedModel load_model_and_backend(const Args& args, bool integer_dot = f
     return m;
 }
 
+// --kv-cache f32|f16 (default f32): how generate and bench keep the keys and values.
+inline KvCacheType kv_cache_option(const Args& args) {
+    const std::string v = args.get_or("kv-cache", "f32");
+    if (v == "f32") return KvCacheType::F32;
+    if (v == "f16") return KvCacheType::F16;
+    throw UsageError("--kv-cache expects f32 or f16, got '" + v + "'");
+}
+inline const char* kv_cache_help() {
+    return "the KV cache's values: f32 (default) or f16 (binary16: half the memory and half the bytes attention "
+           "reads; each key and value rounded once)";
+}
+
 // --tokens 128000,9906,... as given, or --text TEXT encoded as plain text after <|begin_of_text|>.
 inline std::vector<int32_t> prompt_ids(const Args& args, const Model& model) {
     const bool tokens = args.has("tokens"), text = args.has("text");

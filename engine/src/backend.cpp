@@ -34,6 +34,14 @@ void Backend::matmul_rope(Buf out, Buf x, const TensorView& w, int64_t T, int64_
     rope(out, T, n_heads, pos0);
 }
 
+void Backend::store_f16(Buf, Buf, int64_t) {
+    throw UnsupportedError("backend '" + info().backend + "' has no binary16 KV cache");
+}
+
+void Backend::attention_f16(Buf, Buf, Buf, Buf, int64_t, int64_t, Buf) {
+    throw UnsupportedError("backend '" + info().backend + "' has no binary16 KV cache");
+}
+
 std::unique_ptr<Backend> make_backend(const BackendOptions& options) {
     if (options.name == "cpu") return std::make_unique<cpu::CpuBackend>(options);
     if (options.name == "vulkan") {

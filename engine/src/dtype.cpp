@@ -64,7 +64,22 @@ float f16_to_f32(uint16_t h) { return glm::unpackHalf1x16(h); }
 
 float bf16_to_f32(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
 
-uint16_t f32_to_f16(float f) { return glm::packHalf1x16(f); }
+// By integer arithmetic (glm::packHalf1x16 rounds ties away from zero; F16C and llama.cpp round them to even),
+// as shaders/pack_f16.comp does.
+uint16_t f32_to_f16(float f) {
+    const uint32_t x = std::bit_cast<uint32_t>(f), sign = (x >> 16) & 0x8000u, a = x & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u);  // NaN
+    if (a >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // 65520 and beyond round to infinity
+    if (a < 0x38800000u)  // below the smallest normal: subnormal units of 2^-24 (the product is exact)
+        return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(std::bit_cast<float>(a) * 0x1p24f)));
+    const uint32_t r = a - 0x38000000u;  // the exponent's bias 127 -> 15
+    return static_cast<uint16_t>(sign | ((r + 0x0FFFu + ((r >> 13) & 1u)) >> 13));  // 23 -> 10 bits, ties to even
+}
+
+uint16_t f32_to_f16_saturating(float f) {
+    if (std::isfinite(f) && std::fabs(f) >= 65520.0f) return f < 0 ? 0xFBFF : 0x7BFF;
+    return f32_to_f16(f);
+}
 
 uint16_t f32_to_bf16(float f) {
     uint32_t u = std::bit_cast<uint32_t>(f);

@@ -212,8 +212,9 @@ int64_t default_context(const ModelConfig& c, int64_t max_seq) {
 }
 }  // namespace
 
-Session::Session(const Model& model, Backend& backend, int64_t max_seq)
-    : model_(&model), transformer_(model, backend), cache_(backend, model.config, default_context(model.config, max_seq)) {}
+Session::Session(const Model& model, Backend& backend, int64_t max_seq, KvCacheType kv_cache)
+    : model_(&model), transformer_(model, backend),
+      cache_(backend, model.config, default_context(model.config, max_seq), kv_cache) {}
 
 Trace Session::feed(std::span<const int32_t> tokens, const TraceRequest& request, const std::atomic<bool>* cancel) {
     Trace t = transformer_.prefill(cache_, tokens, request, cancel);

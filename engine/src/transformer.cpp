@@ -16,8 +16,11 @@ namespace strata {
 
 // ---------------------------------------------------------------------------------------------- KV cache
 
-uint64_t kv_cache_bytes(const ModelConfig& config, int64_t max_seq) {
-    const long double b = 2.0L * double(config.n_layers) * double(max_seq) * double(config.kv_dim()) * 4.0L;
+std::string_view kv_cache_type_name(KvCacheType t) { return t == KvCacheType::F16 ? "f16" : "f32"; }
+
+uint64_t kv_cache_bytes(const ModelConfig& config, int64_t max_seq, KvCacheType type) {
+    const long double value = type == KvCacheType::F16 ? 2.0L : 4.0L;
+    const long double b = 2.0L * double(config.n_layers) * double(max_seq) * double(config.kv_dim()) * value;
     return b >= 1.8e19L ? UINT64_MAX : static_cast<uint64_t>(b);
 }
 
@@ -38,20 +41,25 @@ uint64_t step_buffer_bytes(const ModelConfig& c, const TraceRequest& request, in
     return b >= 1.8e19L ? UINT64_MAX : static_cast<uint64_t>(b);
 }
 
-KVCache::KVCache(Backend& backend, const ModelConfig& config, int64_t max_seq)
-    : backend_(&backend), max_seq_(max_seq) {
+KVCache::KVCache(Backend& backend, const ModelConfig& config, int64_t max_seq, KvCacheType type)
+    : backend_(&backend), max_seq_(max_seq), type_(type),
+      row_(type == KvCacheType::F16 ? config.kv_dim() / 2 : config.kv_dim()) {
     if (max_seq <= 0) throw InputError("KV cache: the context must hold at least one token");
+    if (type == KvCacheType::F16 && config.kv_dim() % 2 != 0)
+        throw UnsupportedError("a binary16 KV cache needs an even n_kv_heads * head_dim, not " +
+                               std::to_string(config.kv_dim()));
     // Refused before anything is allocated, with what it needs and what to change.
-    const uint64_t need = kv_cache_bytes(config, max_seq), free_bytes = backend.memory_available();
+    const uint64_t need = kv_cache_bytes(config, max_seq, type), free_bytes = backend.memory_available();
     if (need > free_bytes)
         throw InputError("a context of " + std::to_string(max_seq) + " tokens needs a KV cache of " + format_bytes(need) +
                          " (2 x " + std::to_string(config.n_layers) + " layers x " + std::to_string(max_seq) + " x " +
-                         std::to_string(config.kv_dim()) + " float32), more than the " + format_bytes(free_bytes) +
+                         std::to_string(config.kv_dim()) + (type == KvCacheType::F16 ? " binary16" : " float32") +
+                         "), more than the " + format_bytes(free_bytes) +
                          " the " + backend.info().backend + " backend has available: choose a shorter context (at most "
                          "about " + std::to_string(static_cast<int64_t>(double(max_seq) * double(free_bytes) / double(need))) + " tokens)");
     for (int64_t l = 0; l < config.n_layers; ++l) {
-        k_.push_back(backend.alloc(max_seq * config.kv_dim(), "cache_k"));  // [max_seq, n_kv_heads * head_dim]
-        v_.push_back(backend.alloc(max_seq * config.kv_dim(), "cache_v"));  // [max_seq, n_kv_heads * head_dim]
+        k_.push_back(backend.alloc(max_seq * row_, "cache_k"));  // [max_seq, n_kv_heads * head_dim]
+        v_.push_back(backend.alloc(max_seq * row_, "cache_v"));  // [max_seq, n_kv_heads * head_dim]
     }
 }
 
@@ -270,8 +278,11 @@ struct Pass {
                    Buf residual = {}) {
         const int64_t kv_dim = c.kv_dim(), q_dim = c.q_dim();
         Buf xq = s.xq.at(0, T * q_dim);                                   // [T, n_heads * head_dim]
-        Buf xk = cache.k(layer).at(pos0 * kv_dim, T * kv_dim);            // [T, n_kv_heads * head_dim] cache rows
-        Buf xv = cache.v(layer).at(pos0 * kv_dim, T * kv_dim);            // [T, n_kv_heads * head_dim] cache rows
+        // The new keys and values: the cache's rows themselves, or (binary16 cache) the feed-forward's scratch,
+        // stored into the cache rounded once they are computed (the trace keeps them as computed).
+        const bool f16 = cache.type() == KvCacheType::F16;
+        Buf xk = f16 ? s.ffn_a.at(0, T * kv_dim) : cache.k_rows(layer, pos0, T);  // [T, n_kv_heads * head_dim]
+        Buf xv = f16 ? s.ffn_b.at(0, T * kv_dim) : cache.v_rows(layer, pos0, T);  // [T, n_kv_heads * head_dim]
         // RoPE goes into the q and k products (Backend::matmul_rope): nothing reads them before the rotation.
         b.matmul_rope(xq, x, *w.wq, T, c.n_heads, pos0);
         b.matmul_rope(xk, x, *w.wk, T, c.n_kv_heads, pos0);
@@ -279,13 +290,18 @@ struct Pass {
         cap.keep(name(layer, "q"), xq, T, q_dim);
         cap.keep(name(layer, "k"), xk, T, kv_dim);
         cap.keep(name(layer, "v"), xv, T, kv_dim);
+        if (f16) {
+            b.store_f16(cache.k_rows(layer, pos0, T), xk, T * kv_dim);
+            b.store_f16(cache.v_rows(layer, pos0, T), xv, T * kv_dim);
+        }
 
         const int64_t L = pos0 + T;
-        Buf keys = cache.k(layer).at(0, L * kv_dim);    // [pos0 + T, n_kv_heads * head_dim]
-        Buf values = cache.v(layer).at(0, L * kv_dim);  // [pos0 + T, n_kv_heads * head_dim]
+        Buf keys = cache.k_rows(layer, 0, L);    // [pos0 + T, n_kv_heads * head_dim]
+        Buf values = cache.v_rows(layer, 0, L);  // [pos0 + T, n_kv_heads * head_dim]
         Buf scores = want_probs ? s.probs.at(0, c.n_heads * T * L) : Buf{};  // [n_heads * T, pos0 + T]
         Buf output = s.attn.at(0, T * q_dim);                                 // [T, n_heads * head_dim]
-        b.attention(output, xq, keys, values, T, pos0, scores);
+        if (f16) b.attention_f16(output, xq, keys, values, T, pos0, scores);
+        else b.attention(output, xq, keys, values, T, pos0, scores);
         if (want_probs) cap.keep(name(layer, "attention.probs"), scores, c.n_heads * T, L);
         cap.site(name(layer, "attention.heads"), output, T, q_dim);
         if (residual.valid()) b.matmul_add(residual, output, *w.wo, T, out);

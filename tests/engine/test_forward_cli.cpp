@@ -96,6 +96,13 @@ TEST_CASE("strata-cli generate --json gives the golden greedy ids; --text is BOS
                              " --max-tokens 16 --temperature 0");
     REQUIRE(s.status == 0);
     CHECK(s.out == j["text"].get<std::string>());
+
+    // A binary16 KV cache: the same greedy continuation on this model (test_vulkan_kv_f16.cpp checks its logits).
+    const std::string prompt = ids_arg(e["tokens"].get<std::vector<int32_t>>());
+    const Result h = run_cli("generate --model " + model + " --tokens " + prompt + " --max-tokens 16 --json --kv-cache f16");
+    INFO(h.err);
+    REQUIRE(h.status == 0);
+    CHECK(nlohmann::json::parse(h.out)["ids"] == j["ids"]);
 }
 
 TEST_CASE("strata-cli forward and generate fail cleanly on bad input", "[forward]") {
@@ -106,6 +113,9 @@ TEST_CASE("strata-cli forward and generate fail cleanly on bad input", "[forward
     CHECK(bad_id.out.empty());
     const Result both = run_cli("generate --model " + model + " --tokens 1 --text hi --json");
     CHECK(both.status == 2);
+    const Result kv = run_cli("generate --model " + model + " --tokens 1 --kv-cache f8");
+    CHECK(kv.status == 2);
+    CHECK(kv.err.find("f8") != std::string::npos);
     const Result typo = run_cli("forward --model " + model + " --tokens 1 --topk 3");
     CHECK(typo.status == 2);
     CHECK(typo.err.find("--topk") != std::string::npos);

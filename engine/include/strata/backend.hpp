@@ -100,6 +100,14 @@ public:
     // q: [T, n_heads*head_dim]; k_cache, v_cache: [max_seq, n_kv_heads*head_dim] (already holding the new rows);
     // out: [T, n_heads*head_dim]. When probs is valid it receives softmax probabilities [n_heads, T, pos0+T].
     virtual void attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs) = 0;
+    // A KV cache in binary16 (KVCache with KvCacheType::F16): two values to each 32-bit word of an ordinary buffer
+    // (element 2i of the cache in word i's low half, 2i + 1 in its high half; Buf offsets and counts in words).
+    // dst[0 .. n/2) = src[0 .. n) so packed, rounded to nearest (ties to even); NaN and infinities stay what they
+    // are, a finite value beyond binary16's range becomes +-65504. n even. The default throws UnsupportedError.
+    virtual void store_f16(Buf dst, Buf src, int64_t n);
+    // attention() over caches in binary16 (k_cache, v_cache: [max_seq, n_kv_heads*head_dim / 2] words, packed by
+    // store_f16), with the values widened exactly. The default throws UnsupportedError.
+    virtual void attention_f16(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs);
     // out = silu(a) * b, elementwise over n                              (SwiGLU: silu(w1 x) * (w3 x))
     virtual void swiglu(Buf out, Buf a, Buf b, int64_t n) = 0;
     // out = a + b, elementwise over n (out may alias a)

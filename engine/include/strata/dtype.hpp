@@ -30,6 +30,9 @@ uint64_t dtype_bytes(DType t, int64_t n);
 float f16_to_f32(uint16_t h);
 float bf16_to_f32(uint16_t b);
 uint16_t f32_to_f16(float f);   // round to nearest even
+// As f32_to_f16, but a finite value beyond binary16's range becomes +-65504 instead of an infinity (a KV cache in
+// binary16, Backend::store_f16).
+uint16_t f32_to_f16_saturating(float f);
 uint16_t f32_to_bf16(float f);  // round to nearest even
 
 }  // namespace strata

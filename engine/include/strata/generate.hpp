@@ -70,7 +70,8 @@ struct GeneratedToken {
 
 class Session {
 public:
-    Session(const Model& model, Backend& backend, int64_t max_seq = 0 /* 0: min(model's, 8192) */);
+    Session(const Model& model, Backend& backend, int64_t max_seq = 0 /* 0: min(model's, 8192) */,
+            KvCacheType kv_cache = KvCacheType::F32);
 
     // Feeds tokens (prefill) after what the session already holds; returns their trace.
     Trace feed(std::span<const int32_t> tokens, const TraceRequest& request = {},

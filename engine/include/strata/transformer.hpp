@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "strata/backend.hpp"
@@ -11,8 +12,13 @@
 
 namespace strata {
 
-// Bytes of the KV cache for max_seq positions: 2 (k, v) x n_layers x max_seq x kv_dim float32.
-uint64_t kv_cache_bytes(const ModelConfig& config, int64_t max_seq);
+// How a KV cache holds its keys and values: float32 (the default: the explorer shows true values), or binary16
+// (half the memory and half the bytes attention reads; each new key and value is rounded once as it is stored).
+enum class KvCacheType { F32, F16 };
+std::string_view kv_cache_type_name(KvCacheType t);  // "f32" / "f16"
+
+// Bytes of the KV cache for max_seq positions: 2 (k, v) x n_layers x max_seq x kv_dim values of 4 or 2 bytes.
+uint64_t kv_cache_bytes(const ModelConfig& config, int64_t max_seq, KvCacheType type = KvCacheType::F32);
 
 // Bytes of the activation buffers a step of T tokens after pos0 cached positions allocates on the backend under
 // `request` (kept between steps): the residual stream and each block's intermediates, the logits rows it holds at
@@ -23,7 +29,8 @@ uint64_t step_buffer_bytes(const ModelConfig& config, const TraceRequest& reques
 // The KV cache of one sequence: per layer k and v, [max_seq, n_kv_heads * head_dim], on the backend.
 class KVCache {
 public:
-    KVCache(Backend& backend, const ModelConfig& config, int64_t max_seq);
+    // F16 needs a backend with Backend::store_f16 and attention_f16 (both the CPU and the Vulkan backend have them).
+    KVCache(Backend& backend, const ModelConfig& config, int64_t max_seq, KvCacheType type = KvCacheType::F32);
     ~KVCache();
     KVCache(const KVCache&) = delete;
     KVCache& operator=(const KVCache&) = delete;
@@ -31,13 +38,20 @@ public:
     int64_t capacity() const { return max_seq_; }
     int64_t size() const { return size_; }       // positions filled
     void truncate(int64_t n);                    // forget positions >= n (regenerate, edit)
+    KvCacheType type() const { return type_; }
+    // The whole buffers: F32 [max_seq, n_kv_heads * head_dim] floats; F16 half as many words, two values each.
     Buf k(int64_t layer) const { return k_[layer]; }
     Buf v(int64_t layer) const { return v_[layer]; }
+    // Rows [first, first + n) of a layer's keys / values, in the buffer's units (floats, or words of two halves).
+    Buf k_rows(int64_t layer, int64_t first, int64_t n) const { return k_[layer].at(first * row_, n * row_); }
+    Buf v_rows(int64_t layer, int64_t first, int64_t n) const { return v_[layer].at(first * row_, n * row_); }
 
 private:
     friend class Transformer;
     Backend* backend_;
     int64_t max_seq_;
+    KvCacheType type_;
+    int64_t row_;  // buffer elements per position: kv_dim, or kv_dim / 2 in binary16
     int64_t size_ = 0;
     std::vector<Buf> k_, v_;
 };

@@ -307,13 +307,41 @@ void CpuBackend::rope(Buf x, int64_t T, int64_t n_heads, int64_t pos0) {
 }
 
 void CpuBackend::attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs) {
+    const int64_t L = pos0 + T, kv_dim = config("attention").kv_dim();
+    attend(out, q, span_of(k_cache, L * kv_dim, "attention"), span_of(v_cache, L * kv_dim, "attention"), T, pos0,
+           probs);
+}
+
+void CpuBackend::store_f16(Buf dst, Buf src, int64_t n) {
+    if (n % 2 != 0) throw Error("cpu backend: store_f16 of an odd count " + std::to_string(n));
+    auto* d = reinterpret_cast<uint32_t*>(span_of(dst, n / 2, "store_f16"));  // the buffer's words, as bits
+    const float* s = span_of(src, n, "store_f16");
+    for (int64_t i = 0; i < n / 2; ++i)
+        d[i] = uint32_t(f32_to_f16_saturating(s[2 * i])) | uint32_t(f32_to_f16_saturating(s[2 * i + 1])) << 16;
+}
+
+void CpuBackend::attention_f16(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs) {
+    // The cache's first L rows widened into float32 scratch, then the same attention: the values are exact, so
+    // the result is what a float32 cache holding the binary16 values gives (memory saved, no time).
+    const int64_t n = (pos0 + T) * config("attention").kv_dim();
+    for (auto [cache, wide] : {std::pair{k_cache, &kv_wide_[0]}, std::pair{v_cache, &kv_wide_[1]}}) {
+        const auto* w = reinterpret_cast<const uint32_t*>(span_of(cache, n / 2, "attention_f16"));
+        wide->resize(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n / 2; ++i) {
+            (*wide)[static_cast<size_t>(2 * i)] = f16_to_f32(static_cast<uint16_t>(w[i]));
+            (*wide)[static_cast<size_t>(2 * i + 1)] = f16_to_f32(static_cast<uint16_t>(w[i] >> 16));
+        }
+    }
+    attend(out, q, kv_wide_[0].data(), kv_wide_[1].data(), T, pos0, probs);
+}
+
+void CpuBackend::attend(Buf out, Buf q, const float* keys, const float* values, int64_t T, int64_t pos0, Buf probs) {
     const ModelConfig& c = config("attention");
     const int64_t head_dim = c.head_dim, n_heads = c.n_heads, n_rep = c.n_rep();
     const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), L = pos0 + T;
     float* o = span_of(out, T * q_dim, "attention");          // [T, n_heads * head_dim]
     const float* xq = span_of(q, T * q_dim, "attention");     // [T, n_heads * head_dim]
-    const float* keys = span_of(k_cache, L * kv_dim, "attention");    // [pos0 + T, n_kv_heads * head_dim]
-    const float* values = span_of(v_cache, L * kv_dim, "attention");  // [pos0 + T, n_kv_heads * head_dim]
+    // keys, values: [pos0 + T, n_kv_heads * head_dim]
     float* p_out = probs.valid() ? span_of(probs, n_heads * T * L, "attention") : nullptr;  // [n_heads, T, L]
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
     // One work item per (head, query): heads alone would leave threads idle on models with few heads.

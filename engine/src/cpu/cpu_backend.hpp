@@ -33,6 +33,8 @@ public:
     void matmul(Buf out, Buf x, const TensorView& w, int64_t T) override;
     void rope(Buf x, int64_t T, int64_t n_heads, int64_t pos0) override;
     void attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs) override;
+    void store_f16(Buf dst, Buf src, int64_t n) override;
+    void attention_f16(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs) override;
     void swiglu(Buf out, Buf a, Buf b, int64_t n) override;
     void add(Buf out, Buf a, Buf b, int64_t n) override;
     void copy(Buf dst, Buf src, int64_t n) override;
@@ -50,6 +52,9 @@ private:
     // The floats [b.offset, b.offset + n) of buffer b, or an Error naming the op when they are not all there.
     float* span_of(Buf b, int64_t n, const char* op);
     const ModelConfig& config(const char* op) const;
+    // attention() over the cache rows at keys and values ([pos0 + T, kv_dim] floats each).
+    void attend(Buf out, Buf q, const float* keys, const float* values, int64_t T, int64_t pos0, Buf probs);
+    std::vector<float> kv_wide_[2];  // attention_f16: the keys' and values' rows widened to float32
 
     ThreadPool pool_;
     CpuIsa isa_;        // the integer-dot kernels'

@@ -119,6 +119,13 @@ constexpr KernelShape kAttentionCombine{"attention_combine", 2, sizeof(CombinePu
 constexpr KernelShape kAttentionGrouped{"attention_grouped", 4, sizeof(GroupedAttentionPush)};
 constexpr KernelShape kAttentionGroupedSplit{"attention_grouped_split", 4, sizeof(GroupedAttentionPush)};
 constexpr KernelShape kAttentionFlash{"attention_flash", 4, sizeof(FlashAttentionPush)};
+// The same over a KV cache in binary16 (kv.glsl's KV_F16), and its writer.
+constexpr KernelShape kAttentionF16{"attention_f16", 5, sizeof(AttentionPush)};
+constexpr KernelShape kAttentionSplitF16{"attention_split_f16", 5, sizeof(AttentionPush)};
+constexpr KernelShape kAttentionGroupedF16{"attention_grouped_f16", 4, sizeof(GroupedAttentionPush)};
+constexpr KernelShape kAttentionGroupedSplitF16{"attention_grouped_split_f16", 4, sizeof(GroupedAttentionPush)};
+constexpr KernelShape kAttentionFlashF16{"attention_flash_f16", 4, sizeof(FlashAttentionPush)};
+constexpr KernelShape kPackF16{"pack_f16", 2, sizeof(CopyPush)};
 constexpr KernelShape kTopk{"topk", 2, sizeof(TopkPush)};
 constexpr KernelShape kTopkMerge{"topk_merge", 2, sizeof(TopkPush)};
 
@@ -296,8 +303,8 @@ VulkanBackend::FlashShape VulkanBackend::flash_shape(const ModelConfig& c) const
     return {u32(lanes), u32(head_dim / lanes), u32(std::min(kFlashMaxKeys, kFlashBlockFloats / head_dim)),
             kFlashWG / lanes / c.n_rep()};
 }
-const Kernel& VulkanBackend::flash_kernel(const FlashShape& s) {
-    return kernel(kAttentionFlash, {s.lanes, s.dims, s.keys});
+const Kernel& VulkanBackend::flash_kernel(const FlashShape& s, bool kv_f16) {
+    return kernel(kv_f16 ? kAttentionFlashF16 : kAttentionFlash, {s.lanes, s.dims, s.keys});
 }
 
 void VulkanBackend::prepare_kernels(const Model& model) {
@@ -474,7 +481,29 @@ void VulkanBackend::rope(Buf x, int64_t T, int64_t n_heads, int64_t pos0) {
     }
 }
 
+void VulkanBackend::store_f16(Buf dst, Buf src, int64_t n) {
+    require_recording("store_f16");
+    if (n % 2 != 0) throw Error("vulkan backend: store_f16 of an odd count " + std::to_string(n));
+    const Kernel& k = kernel(kPackF16);
+    const int64_t step = max_binding_floats() / 2 * 2;  // floats of src per dispatch: whole pairs
+    for (int64_t i0 = 0; i0 < n; i0 += step) {
+        const int64_t c = std::min(step, n - i0);
+        const Binding bs[] = {bind(src, i0, c, false, "store_f16"), bind(dst, i0 / 2, c / 2, true, "store_f16")};
+        const CopyPush push{u32(c / 2), bs[0].first, bs[1].first};
+        dispatch(k, bs, &push, ceil_div(static_cast<uint64_t>(c / 2), kElementwiseWG));
+    }
+}
+
 void VulkanBackend::attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs) {
+    attend(out, q, k_cache, v_cache, T, pos0, probs, false);
+}
+
+void VulkanBackend::attention_f16(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs) {
+    attend(out, q, k_cache, v_cache, T, pos0, probs, true);
+}
+
+void VulkanBackend::attend(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs,
+                           bool kv_f16) {
     require_recording("attention");
     const ModelConfig& c = config("attention");
     if (T <= 0) return;
@@ -483,8 +512,9 @@ void VulkanBackend::attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t 
                                ", the model has " + std::to_string(c.head_dim));
     const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), L = pos0 + T, n_rep = c.n_rep();
     // The caches' whole buffers as descriptors (their first L rows as hazards): the same sets at every length.
-    const Binding kb = bind(k_cache, 0, L * kv_dim, false, "attention", true);
-    const Binding vb = bind(v_cache, 0, L * kv_dim, false, "attention", true);
+    const int64_t cache_words = kv_f16 ? L * kv_dim / 2 : L * kv_dim;  // binary16: two to a word
+    const Binding kb = bind(k_cache, 0, cache_words, false, "attention", true);
+    const Binding vb = bind(v_cache, 0, cache_words, false, "attention", true);
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
     const int64_t per = std::max<int64_t>(1, max_binding_floats() / q_dim);  // queries per q/out binding
 
@@ -544,13 +574,15 @@ void VulkanBackend::attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t 
             push.n_splits = u32(n_splits);
             push.split_keys = u32(split_keys);
             const Binding bs[] = {qb, kb, vb, partial};
-            dispatch(kernel(kAttentionGroupedSplit), bs, &push, static_cast<uint64_t>(groups * n_splits));
+            dispatch(kernel(kv_f16 ? kAttentionGroupedSplitF16 : kAttentionGroupedSplit), bs, &push,
+                     static_cast<uint64_t>(groups * n_splits));
         } else {
             AttentionPush push = push_for(0, T, qb, partial);
             push.n_splits = u32(n_splits);
             push.split_keys = u32(split_keys);
             const Binding bs[] = {qb, kb, vb, partial, none};
-            dispatch(kernel(kAttentionSplit), bs, &push, static_cast<uint64_t>(groups * n_splits));
+            dispatch(kernel(kv_f16 ? kAttentionSplitF16 : kAttentionSplit), bs, &push,
+                     static_cast<uint64_t>(groups * n_splits));
         }
         Binding parts_in = partial;
         parts_in.write = false;
@@ -570,15 +602,17 @@ void VulkanBackend::attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t 
         if (flash) {
             const FlashAttentionPush push{shape_for(t0, tc, qb, ob), scale, u32(fs.queries)};
             const Binding bs[] = {qb, kb, vb, ob};
-            dispatch(flash_kernel(fs), bs, &push, ceil_div(static_cast<uint64_t>(tc), fs.queries) * c.n_kv_heads);
+            dispatch(flash_kernel(fs, kv_f16), bs, &push,
+                     ceil_div(static_cast<uint64_t>(tc), fs.queries) * c.n_kv_heads);
         } else if (grouped) {
             const GroupedAttentionPush push = grouped_push(t0, tc, qb, ob);
             const Binding bs[] = {qb, kb, vb, ob};
-            dispatch(kernel(kAttentionGrouped), bs, &push, static_cast<uint64_t>((tc + qt - 1) / qt * c.n_kv_heads));
+            dispatch(kernel(kv_f16 ? kAttentionGroupedF16 : kAttentionGrouped), bs, &push,
+                     static_cast<uint64_t>((tc + qt - 1) / qt * c.n_kv_heads));
         } else {
             const AttentionPush push = push_for(t0, tc, qb, ob);
             const Binding bs[] = {qb, kb, vb, ob, pb};
-            dispatch(kernel(kAttention), bs, &push, static_cast<uint64_t>(tc * c.n_heads));
+            dispatch(kernel(kv_f16 ? kAttentionF16 : kAttention), bs, &push, static_cast<uint64_t>(tc * c.n_heads));
         }
     }
 }

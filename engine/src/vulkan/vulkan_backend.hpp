@@ -143,6 +143,8 @@ public:
     void matmul_rope(Buf out, Buf x, const TensorView& w, int64_t T, int64_t n_heads, int64_t pos0) override;
     void rope(Buf x, int64_t T, int64_t n_heads, int64_t pos0) override;
     void attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs) override;
+    void store_f16(Buf dst, Buf src, int64_t n) override;
+    void attention_f16(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs) override;
     void swiglu(Buf out, Buf a, Buf b, int64_t n) override;
     void add(Buf out, Buf a, Buf b, int64_t n) override;
     void copy(Buf dst, Buf src, int64_t n) override;
@@ -192,7 +194,9 @@ private:
         int64_t queries = 0;
     };
     FlashShape flash_shape(const ModelConfig& c) const;
-    const Kernel& flash_kernel(const FlashShape& s);
+    const Kernel& flash_kernel(const FlashShape& s, bool kv_f16 = false);
+    // attention() and attention_f16(): the caches in float32 or binary16 (kv.glsl).
+    void attend(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs, bool kv_f16);
     const Kernel& kernel(const KernelShape& s, std::initializer_list<uint32_t> constants = {}) {
         return kernel(s.variant, s.buffers, s.push_bytes, constants);
     }
