@@ -222,3 +222,59 @@ TEST_CASE("a binary16 KV cache stays within the golden tolerance, on both backen
     require_close(logits[1], logits[0], 1e-4);
     require_no_validation_messages();
 }
+
+// Hidden (run with "[kvf16error]" and STRATA_BENCH_MODEL=DIR[:DIR...]): what the binary16 cache changes on
+// real models (docs/performance.md): the CPU backend's exact path with each cache, a 200-token prompt of the
+// model's own greedy text, then 56 greedy decode steps; logits rel. L2 of the decode steps (f16 against f32) and
+// how many of the 56 next tokens agree.
+TEST_CASE("binary16 KV cache logits error on the models in STRATA_BENCH_MODEL", "[.bench][kvf16error]") {
+    const char* env = std::getenv("STRATA_BENCH_MODEL");
+    if (!env) {
+        WARN("STRATA_BENCH_MODEL is not set");
+        return;
+    }
+    const std::string list = env;
+    for (size_t at = 0; at <= list.size();) {
+        const size_t end = std::min(list.find(':', at), list.size());
+        const std::string path = list.substr(at, end - at);
+        at = end + 1;
+        if (path.empty()) continue;
+        const auto model = load_model(path);
+        const ModelConfig& c = model->config;
+        auto cpu = make_cpu();
+        cpu->load(*model);
+        Transformer tf(*model, *cpu);
+        TraceRequest cheap;
+        cheap.residuals = false;
+        cheap.top_k = 0;
+        auto argmax = [](const std::vector<float>& v) {
+            return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+        };
+        // The prompt: BOS and the model's own greedy continuation (ordinary text for a trained model).
+        std::vector<int32_t> prompt{c.bos_id};
+        {
+            KVCache cache(*cpu, c, 256);
+            std::vector<float> last = tf.prefill(cache, prompt, cheap).last_logits;
+            while (prompt.size() < 200) {
+                prompt.push_back(argmax(last));
+                last = tf.decode(cache, prompt.back(), cheap).last_logits;
+            }
+        }
+        std::vector<float> steps[2];
+        std::vector<int32_t> next[2];
+        for (int f16 = 0; f16 < 2; ++f16) {
+            KVCache cache(*cpu, c, 256, f16 ? KvCacheType::F16 : KvCacheType::F32);
+            std::vector<float> last = tf.prefill(cache, prompt, cheap).last_logits;
+            for (size_t i = 0; i < 56; ++i) {
+                steps[f16].insert(steps[f16].end(), last.begin(), last.end());
+                next[f16].push_back(argmax(last));
+                // Both caches decode the same tokens: the float32 cache's choices.
+                last = tf.decode(cache, next[0][i], cheap).last_logits;
+            }
+        }
+        int same = 0;
+        for (size_t i = 0; i < next[0].size(); ++i) same += next[0][i] == next[1][i];
+        WARN(path << ": binary16 against float32 KV cache, logits rel. L2 " << rel_l2(steps[1], steps[0])
+                  << " over 56 decode steps after a 200-token prompt; next token equal at " << same << " of 56");
+    }
+}
