@@ -13,11 +13,14 @@
 #   noflash  the bf16 prefill again with prompt attention in the grouped kernel (STRATA_VK_ATTN_FLASH_FROM=0),
 #            the before of the flash-attention tiles; run only when time is left
 #   convert  Q4_K_M decode again with block types' bytes converted to float (STRATA_VK_BYTE_FLOAT_BITS=0), the
-#            before of the float-bits widening; last, so it runs only when time is left
+#            before of the float-bits widening; runs only when time is left
+#   kvf16    bf16 decode after a 4096-token prompt (STRATA_GPU_KV_PROMPT) with the KV cache in float32, then in binary16 (--kv-cache
+#            f16): what halving attention's bytes moves at a long context; last
 # Every phase runs under a time limit cut to what is left of the run's deadline (STRATA_GPU_DEADLINE seconds,
 # default 470) and records its exit status and seconds in $OUT/phases.txt, so one failure does not hide the rest.
 #
-#   scripts/gpu-bench.sh [PHASE ...]     default: info build model tests bench profile q4km noflash convert.
+#   scripts/gpu-bench.sh [PHASE ...]     default: info build model tests bench profile q4km noflash convert
+#                                        kvf16.
 #                                        More: sweep (matvec shapes, trace cost: [.bench]), check (Vulkan against
 #                                        the CPU backend on a 2-layer 8B shape), quant (each block type on 2 layers)
 #   scripts/gpu-bench.sh --bundle DIR    run on a Debian 12 machine that builds Strata: copies what a bare GPU
@@ -64,6 +67,7 @@ DEPS="${STRATA_GPU_DEPS:-$here/build-gpudeps}"
 SHAPE="${STRATA_GPU_SHAPE:-8b}"
 LAYERS="${STRATA_GPU_LAYERS:-}"    # empty: the shape's own
 PROMPT="${STRATA_GPU_PROMPT:-512}"
+KV_PROMPT="${STRATA_GPU_KV_PROMPT:-4096}"  # the kvf16 phase's context
 GEN="${STRATA_GPU_GEN:-64}"
 DEADLINE="${STRATA_GPU_DEADLINE:-470}"
 mkdir -p "$OUT" "$MODELS"
@@ -111,7 +115,7 @@ phase() {  # phase NAME LIMIT_SECONDS FUNCTION: runs, times and records one step
   echo "== $name (limit ${limit}s)" >&2
   # timeout runs programs, not shell functions: hand the function and the settings it reads to a new bash.
   timeout "$limit" bash -o pipefail -c "$(declare -p here OUT BUILD MODELS DEPS tokenizer cli tests model model_q4km \
-    model_small layer_args SHAPE PROMPT GEN validation cmake_extra); $(declare -f "$fn"); $fn"
+    model_small layer_args SHAPE PROMPT KV_PROMPT GEN validation cmake_extra); $(declare -f "$fn"); $fn"
   local rc=$?
   printf '%-10s rc=%-3s %5ss (at %ss)\n' "$name" "$rc" "$((SECONDS - t0))" "$SECONDS" | tee -a "$OUT/phases.txt" >&2
   return $rc
@@ -174,6 +178,13 @@ do_noflash() {
 do_convert() {
   STRATA_VK_BYTE_FLOAT_BITS=0 "$cli" bench --model "$model_q4km" --backend vulkan --prompt 8 --gen "$GEN" --repeats 3 \
     > "$OUT/bench-q4km-convert.json" 2> "$OUT/bench-q4km-convert.err"
+}
+
+do_kvf16() {
+  for kv in f32 f16; do
+    "$cli" bench --model "$model" --backend vulkan --prompt "$KV_PROMPT" --gen 32 --repeats 1 --kv-cache $kv \
+      > "$OUT/bench-bf16-ctx-$kv.json" 2> "$OUT/bench-bf16-ctx-$kv.err"
+  done
 }
 
 do_sweep() {
@@ -242,12 +253,19 @@ try:
           f"{d['decode']['tokens_per_second']:.1f} tok/s")
 except Exception as e:
     print(f"bench-q4km-convert.json: none ({e})")
+for kv in ("f32", "f16"):
+    try:
+        d = json.load(open(os.path.join(out, f"bench-bf16-ctx-{kv}.json")))
+        print(f"bench-bf16-ctx-{kv}.json: decode after {d['prefill']['tokens']} tokens, {kv} KV cache "
+              f"{d['decode']['tokens_per_second']:.2f} tok/s, {json.dumps(d.get('decode_step', {}))}")
+    except Exception as e:
+        print(f"bench-bf16-ctx-{kv}.json: none ({e})")
 PY
   cat "$OUT/summary.txt" >&2
 }
 
 phases=("$@")
-[ ${#phases[@]} -eq 0 ] && phases=(info build model tests bench profile q4km noflash convert)
+[ ${#phases[@]} -eq 0 ] && phases=(info build model tests bench profile q4km noflash convert kvf16)
 model_pid=
 quant_pid=
 wait_model() { [ -n "$model_pid" ] && wait "$model_pid"; model_pid=; }
@@ -265,10 +283,11 @@ for p in "${phases[@]}"; do
           [ -f "$model_q4km" ] || phase quantize 200 do_quantize; phase q4km 120 do_q4km ;;
     noflash) wait_model; phase noflash 60 do_noflash ;;
     convert) [ -f "$model_q4km" ] && phase convert 60 do_convert ;;
+    kvf16) wait_model; phase kvf16 90 do_kvf16 ;;
     sweep) wait_model; phase sweep 300 do_sweep ;;
     check) phase check 300 do_check ;;
     quant) phase quant 400 do_quant ;;
-    *) echo "unknown phase $p (info build model tests bench profile q4km noflash convert sweep check quant)" >&2; exit 2 ;;
+    *) echo "unknown phase $p (info build model tests bench profile q4km noflash convert kvf16 sweep check quant)" >&2; exit 2 ;;
   esac
 done
 wait_model

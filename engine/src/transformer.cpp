@@ -57,6 +57,7 @@ KVCache::KVCache(Backend& backend, const ModelConfig& config, int64_t max_seq, K
                          "), more than the " + format_bytes(free_bytes) +
                          " the " + backend.info().backend + " backend has available: choose a shorter context (at most "
                          "about " + std::to_string(static_cast<int64_t>(double(max_seq) * double(free_bytes) / double(need))) + " tokens)");
+    if (type == KvCacheType::F16) backend.prepare_f16_kv();
     for (int64_t l = 0; l < config.n_layers; ++l) {
         k_.push_back(backend.alloc(max_seq * row_, "cache_k"));  // [max_seq, n_kv_heads * head_dim]
         v_.push_back(backend.alloc(max_seq * row_, "cache_v"));  // [max_seq, n_kv_heads * head_dim]

@@ -12,13 +12,18 @@ TEST_CASE("decode steps write no descriptor set once the first has run", "[vulka
     const ScopedEnv sync("STRATA_VK_SYNC_VALIDATION", "1");
     const auto model = load_model(golden_hf_dir());
     const std::vector<int32_t> tokens = expected()["prompts"]["short"]["tokens"].get<std::vector<int32_t>>();
-    for (const char* fuse : {"1", "0"}) {
-        INFO("STRATA_VK_FUSE=" << fuse);
+    struct Mode {
+        const char* fuse;
+        KvCacheType kv;
+    };
+    for (const Mode& mode : {Mode{"1", KvCacheType::F32}, Mode{"0", KvCacheType::F32}, Mode{"1", KvCacheType::F16}}) {
+        const char* fuse = mode.fuse;
+        INFO("STRATA_VK_FUSE=" << fuse << ", KV cache " << kv_cache_type_name(mode.kv));
         const ScopedEnv env("STRATA_VK_FUSE", fuse);
         auto gpu = make_vulkan();
         gpu->load(*model);
         Transformer tf(*model, *gpu);
-        KVCache cache(*gpu, model->config, 32);
+        KVCache cache(*gpu, model->config, 32, mode.kv);  // binary16: its stores bind the caches whole too
         tf.prefill(cache, tokens, TraceRequest{});
         std::vector<int64_t> writes;
         for (int i = 0; i < 4; ++i) {

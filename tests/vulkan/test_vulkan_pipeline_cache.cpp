@@ -36,9 +36,9 @@ std::filesystem::path cache_file(const std::filesystem::path& dir) {
 
 // Greedy logits of a 20-token prompt (long enough for the flash-attention tiles) and two decode steps on the golden
 // model.
-std::vector<float> run(Backend& b, const Model& model) {
+std::vector<float> run(Backend& b, const Model& model, KvCacheType kv = KvCacheType::F32) {
     Transformer tf(model, b);
-    KVCache cache(b, model.config, 32);
+    KVCache cache(b, model.config, 32, kv);
     TraceRequest cheap;
     cheap.residuals = false;
     std::vector<int32_t> prompt{model.config.bos_id};
@@ -59,6 +59,16 @@ TEST_CASE("every pipeline a prompt and decode steps need is built at load, none 
     CHECK(at_load > 10);
     run(*b, *model);
     CHECK(vulkan_pipelines_built(*b) == at_load);
+    // A binary16 cache builds its own when it is made, not inside a step either.
+    const ScopedEnv split("STRATA_VK_ATTN_SPLIT_FROM", "1");  // the split decode kernels run too
+    auto h = make_vulkan();
+    h->load(*model);
+    const size_t f32_only = vulkan_pipelines_built(*h);
+    KVCache cache(*h, model->config, 32, KvCacheType::F16);
+    const size_t with_f16 = vulkan_pipelines_built(*h);
+    CHECK(with_f16 > f32_only);
+    run(*h, *model, KvCacheType::F16);
+    CHECK(vulkan_pipelines_built(*h) == with_f16);
     require_no_validation_messages();
 }
 

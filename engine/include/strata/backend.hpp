@@ -108,6 +108,9 @@ public:
     // attention() over caches in binary16 (k_cache, v_cache: [max_seq, n_kv_heads*head_dim / 2] words, packed by
     // store_f16), with the values widened exactly. The default throws UnsupportedError.
     virtual void attention_f16(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs);
+    // Makes ready what store_f16 and attention_f16 run for the loaded model (the Vulkan backend's pipelines), so
+    // that no timed step builds them; a KVCache in binary16 calls it. Does nothing before load() or by default.
+    virtual void prepare_f16_kv() {}
     // out = silu(a) * b, elementwise over n                              (SwiGLU: silu(w1 x) * (w3 x))
     virtual void swiglu(Buf out, Buf a, Buf b, int64_t n) = 0;
     // out = a + b, elementwise over n (out may alias a)

@@ -485,13 +485,22 @@ void VulkanBackend::store_f16(Buf dst, Buf src, int64_t n) {
     require_recording("store_f16");
     if (n % 2 != 0) throw Error("vulkan backend: store_f16 of an odd count " + std::to_string(n));
     const Kernel& k = kernel(kPackF16);
+    // The cache bound whole (the new rows' offset a push constant): the same descriptor set at every position.
     const int64_t step = max_binding_floats() / 2 * 2;  // floats of src per dispatch: whole pairs
     for (int64_t i0 = 0; i0 < n; i0 += step) {
         const int64_t c = std::min(step, n - i0);
-        const Binding bs[] = {bind(src, i0, c, false, "store_f16"), bind(dst, i0 / 2, c / 2, true, "store_f16")};
+        const Binding bs[] = {bind(src, i0, c, false, "store_f16"), bind(dst, i0 / 2, c / 2, true, "store_f16", true)};
         const CopyPush push{u32(c / 2), bs[0].first, bs[1].first};
         dispatch(k, bs, &push, ceil_div(static_cast<uint64_t>(c / 2), kElementwiseWG));
     }
+}
+
+void VulkanBackend::prepare_f16_kv() {
+    if (!model_) return;
+    for (const KernelShape* s : {&kPackF16, &kAttentionF16, &kAttentionSplitF16, &kAttentionGroupedF16,
+                                 &kAttentionGroupedSplitF16})
+        kernel(*s);
+    if (const FlashShape fs = flash_shape(model_->config); fs.lanes > 0) flash_kernel(fs, true);
 }
 
 void VulkanBackend::attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs) {

@@ -145,6 +145,7 @@ public:
     void attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs) override;
     void store_f16(Buf dst, Buf src, int64_t n) override;
     void attention_f16(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs) override;
+    void prepare_f16_kv() override;
     void swiglu(Buf out, Buf a, Buf b, int64_t n) override;
     void add(Buf out, Buf a, Buf b, int64_t n) override;
     void copy(Buf dst, Buf src, int64_t n) override;
