@@ -11,6 +11,9 @@
 //   SWIGLU      out = silu(w1 x) * (w3 x): w3 bound second (binding 3); the workgroup sums ROWS rows of each.
 //   ROPE        out = the rows rotated as rope.comp does (xq, xk): a pair (2i, 2i+1) is two rows of one
 //               workgroup (ROWS even, the chunk's first row even: the host checks), cos and sin from its table.
+//   OUT_F16     out in binary16, rows 2i and 2i+1 packed into word i as pack_f16.comp does (half.glsl): the new
+//               rows of a KV cache in binary16, with ROPE (xk) or plain (xv); o_first counts words, o_stride
+//               elements; pairs of rows as ROPE's.
 #extension GL_GOOGLE_include_directive : require
 layout(constant_id = 0) const uint WG = 128;
 layout(constant_id = 1) const uint ROWS = 2;
@@ -53,7 +56,10 @@ layout(std430, binding = 1) readonly restrict buffer X { vec4 x4[]; };
 #include "weights.glsl"
 layout(std430, binding = 1) readonly restrict buffer X { float x[]; };
 #endif
-#ifdef ACCUMULATE
+#ifdef OUT_F16
+layout(std430, binding = 2) writeonly restrict buffer O { uint o[]; };
+#include "half.glsl"
+#elif defined(ACCUMULATE)
 layout(std430, binding = 2) restrict buffer O { float o[]; };
 #define STORE(i, s) o[i] = o[i] + (s)
 #else
@@ -209,9 +215,19 @@ void main() {
         const uint pair = ((p.row_base + row0 + r) / 2u) % p.half_dim;
         const uint c = p.table_first + 2u * ((t0 + t) * p.half_dim + pair);
         const vec2 v = rotate_pair(s[r * NT + t], s[(r + 1u) * NT + t], table[c], table[c + 1u]);
+#ifdef OUT_F16
+        o[p.o_first + ((t0 + t) * p.o_stride + row0 + r) / 2u] = half_pair(v.x, v.y);
+#else
         const uint at = p.o_first + (t0 + t) * p.o_stride + row0 + r;
         o[at] = v.x;
         o[at + 1u] = v.y;
+#endif
+    }
+#elif defined(OUT_F16)
+    for (uint i = first; i < (ROWS / 2u) * NT; i += stride) {
+        const uint r = 2u * (i / NT), t = i % NT;
+        if (row0 + r >= p.rows || t0 + t >= p.T) continue;  // rows come in whole pairs
+        o[p.o_first + ((t0 + t) * p.o_stride + row0 + r) / 2u] = half_pair(s[r * NT + t], s[(r + 1u) * NT + t]);
     }
 #else
     for (uint i = first; i < ROWS * NT; i += stride) {

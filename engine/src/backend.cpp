@@ -38,6 +38,13 @@ void Backend::store_f16(Buf, Buf, int64_t) {
     throw UnsupportedError("backend '" + info().backend + "' has no binary16 KV cache");
 }
 
+void Backend::matmul_store_f16(Buf out, Buf x, const TensorView& w, int64_t T, int64_t rope_heads, int64_t pos0,
+                               Buf scratch) {
+    if (rope_heads > 0) matmul_rope(scratch, x, w, T, rope_heads, pos0);
+    else matmul(scratch, x, w, T);
+    store_f16(out, scratch, T * w.rows());
+}
+
 void Backend::attention_f16(Buf, Buf, Buf, Buf, int64_t, int64_t, Buf) {
     throw UnsupportedError("backend '" + info().backend + "' has no binary16 KV cache");
 }

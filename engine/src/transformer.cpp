@@ -279,19 +279,25 @@ struct Pass {
                    Buf residual = {}) {
         const int64_t kv_dim = c.kv_dim(), q_dim = c.q_dim();
         Buf xq = s.xq.at(0, T * q_dim);                                   // [T, n_heads * head_dim]
-        // The new keys and values: the cache's rows themselves, or (binary16 cache) the feed-forward's scratch,
-        // stored into the cache rounded once they are computed (the trace keeps them as computed).
+        // The new keys and values: the cache's rows themselves, or (binary16 cache) rounded into it as they are
+        // computed (Backend::matmul_store_f16), through the feed-forward's scratch when the trace keeps them.
         const bool f16 = cache.type() == KvCacheType::F16;
+        const bool f16_direct = f16 && !cap.touches(name(layer, "k")) && !cap.touches(name(layer, "v"));
         Buf xk = f16 ? s.ffn_a.at(0, T * kv_dim) : cache.k_rows(layer, pos0, T);  // [T, n_kv_heads * head_dim]
         Buf xv = f16 ? s.ffn_b.at(0, T * kv_dim) : cache.v_rows(layer, pos0, T);  // [T, n_kv_heads * head_dim]
         // RoPE goes into the q and k products (Backend::matmul_rope): nothing reads them before the rotation.
         b.matmul_rope(xq, x, *w.wq, T, c.n_heads, pos0);
-        b.matmul_rope(xk, x, *w.wk, T, c.n_kv_heads, pos0);
-        b.matmul(xv, x, *w.wv, T);
+        if (f16_direct) {
+            b.matmul_store_f16(cache.k_rows(layer, pos0, T), x, *w.wk, T, c.n_kv_heads, pos0, xk);
+            b.matmul_store_f16(cache.v_rows(layer, pos0, T), x, *w.wv, T, 0, pos0, xv);
+        } else {
+            b.matmul_rope(xk, x, *w.wk, T, c.n_kv_heads, pos0);
+            b.matmul(xv, x, *w.wv, T);
+        }
         cap.keep(name(layer, "q"), xq, T, q_dim);
         cap.keep(name(layer, "k"), xk, T, kv_dim);
         cap.keep(name(layer, "v"), xv, T, kv_dim);
-        if (f16) {
+        if (f16 && !f16_direct) {
             b.store_f16(cache.k_rows(layer, pos0, T), xk, T * kv_dim);
             b.store_f16(cache.v_rows(layer, pos0, T), xv, T * kv_dim);
         }

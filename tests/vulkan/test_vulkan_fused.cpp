@@ -6,6 +6,7 @@
 // equal to the bit and with fewer dispatches and barriers per decode step. Every weight type the matvec reads,
 // in the device's workgroup shape and in a GPU's. Lavapipe compiles each new pipeline for a while: the shapes are
 // tiny and the cases chosen to reach each variant once.
+#include <bit>
 #include <cmath>
 #include <map>
 
@@ -127,7 +128,86 @@ void check_rope(Backends& backends, DType t, int64_t n_heads, int64_t head_dim, 
     CHECK(got == split);
 }
 
+// Binary16 bits of the words' halves (element 2i in word i's low half), as floats.
+std::vector<float> halves(const std::vector<float>& words) {
+    std::vector<float> out;
+    for (float w : words) {
+        const uint32_t u = std::bit_cast<uint32_t>(w);
+        out.push_back(f16_to_f32(static_cast<uint16_t>(u & 0xFFFFu)));
+        out.push_back(f16_to_f32(static_cast<uint16_t>(u >> 16)));
+    }
+    return out;
+}
+
+// The k (rope_heads > 0: with RoPE) or v product written into a binary16 cache (matmul_store_f16): on the device
+// fused and as the product then store_f16, the same bits; against the CPU backend, each value within one binary16
+// step of the CPU's (the float32 sums differ by the matmul bound, which can carry a rounding across a step).
+void check_store_f16(Backends& backends, DType t, int64_t n_heads, int64_t head_dim, int64_t K, int64_t T,
+                     int64_t pos0, bool rope, uint64_t range = 0) {
+    const int64_t N = n_heads * head_dim;
+    INFO(dtype_name(t) << " w [" << N << ", " << K << "] (" << n_heads << " heads of " << head_dim << "), T = " << T
+                       << ", pos0 " << pos0 << (rope ? ", RoPE" : ", plain") << ", binding range " << range);
+    Filler f;
+    const int32_t ix = f.add(random_floats(T * K, 91));
+    const Model& m = f.model(n_heads, 1, head_dim, 64);
+    auto w = weight("wk", t, N, K, 92);
+    auto record = [&](Backend& b, bool fused) {
+        return halves(run(b, m, f, ix, T, K, T * N / 2, 0, [&](Buf x, Buf out) {
+            Buf scratch = b.alloc(T * N, "scratch");
+            if (fused) {
+                b.matmul_store_f16(out, x, w->view, T, rope ? n_heads : 0, pos0, scratch);
+            } else {
+                if (rope) b.matmul_rope(scratch, x, w->view, T, n_heads, pos0);
+                else b.matmul(scratch, x, w->view, T);
+                b.store_f16(out, scratch, T * N);
+            }
+            b.free(scratch);
+        }));
+    };
+    Backend& gpu = backends.get(true, range);
+    const std::vector<float> want = record(backends.get(false), true);
+    const std::vector<float> got = record(gpu, true);
+    const std::vector<float> split = record(gpu, false);
+    CHECK(got == split);
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+        const float a = std::fabs(want[i]);
+        const float step = a < 0x1p-14f ? 0x1p-24f : std::ldexp(1.0f, std::ilogb(a) - 10);
+        INFO("element " << i << ": " << got[i] << " against " << want[i]);
+        REQUIRE(std::fabs(got[i] - want[i]) <= step);
+    }
+}
+
 }  // namespace
+
+TEST_CASE("the k and v products rounded into a binary16 cache in their epilogue equal the product then store_f16",
+          "[vulkan][fused][kvf16]") {
+    for (const char* shape : {"", "128,2"}) {
+        INFO("STRATA_VK_MATVEC=" << shape);
+        ScopedEnv env("STRATA_VK_MATVEC", shape);
+        const bool gpu_shape = !std::string(shape).empty();
+        Backends backends;
+        for (DType t : kAllTypes) {
+            if (gpu_shape && t != DType::BF16 && t != DType::Q4_K && t != DType::Q8_0) continue;
+            check_store_f16(backends, t, 3, 8, 256, 1, 37, true);   // k: RoPE, 3 heads of 8, position 37
+            check_store_f16(backends, t, 11, 2, 256, 1, 5, false);  // v: 22 rows, a partial last workgroup
+        }
+        if (gpu_shape) continue;
+        check_store_f16(backends, DType::F32, 2, 6, 20, 1, 5, true);            // scalar rows; head_dim 6
+        check_store_f16(backends, DType::BF16, 2, 16, 64, 3, 62, false);        // a short prompt: 4 tokens a pass
+        check_store_f16(backends, DType::F32, 4, 8, 256, 1, 9, true, 16384);    // 16 KiB bindings: chunks of 16 rows
+        check_store_f16(backends, DType::F32, 4, 8, 315, 1, 9, false, 16384);   // chunks of 13 rows: the default
+        check_store_f16(backends, DType::F16, 2, 16, 64, 20, 3, true);          // a prompt: the tiled product
+    }
+    {
+        // An odd number of rows per workgroup would split a pair: the op falls back to the product and the store.
+        ScopedEnv env("STRATA_VK_MATVEC", "8,3");
+        Backends backends;
+        check_store_f16(backends, DType::BF16, 3, 8, 256, 1, 37, true);
+        check_store_f16(backends, DType::BF16, 3, 8, 256, 1, 37, false);
+    }
+    require_no_validation_messages();
+}
 
 TEST_CASE("w1 and w3 with SwiGLU in one dispatch equal matmul, matmul and swiglu, for every weight type",
           "[vulkan][fused]") {

@@ -108,6 +108,11 @@ public:
     // attention() over caches in binary16 (k_cache, v_cache: [max_seq, n_kv_heads*head_dim / 2] words, packed by
     // store_f16), with the values widened exactly. The default throws UnsupportedError.
     virtual void attention_f16(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs);
+    // store_f16(out, the product of w and x[t, :] for T tokens, rotated as matmul_rope when rope_heads > 0): the
+    // new keys (with RoPE) or values of a binary16 cache in one op where a backend fuses the rounding into the
+    // product. The default computes it into scratch ([T, w.rows()]) and stores it, so the result is the same.
+    virtual void matmul_store_f16(Buf out, Buf x, const TensorView& w, int64_t T, int64_t rope_heads, int64_t pos0,
+                                  Buf scratch);
     // Makes ready what store_f16 and attention_f16 run for the loaded model (the Vulkan backend's pipelines), so
     // that no timed step builds them; a KVCache in binary16 calls it. Does nothing before load() or by default.
     virtual void prepare_f16_kv() {}

@@ -105,6 +105,20 @@ constexpr WeightVariants kMatvecRope{"matvec_rope_f32", "matvec_rope_f16", "matv
 constexpr WeightVariants kMatvecVecRope{"matvec_vec_rope_f32", "matvec_vec_rope_f16", "matvec_vec_rope_bf16",
                                        "matvec_vec_rope_q8_0", "matvec_vec_rope_q4_0", "matvec_vec_rope_q4_k",
                                        "matvec_vec_rope_q5_k", "matvec_vec_rope_q6_k"};
+constexpr WeightVariants kMatvecF16Out{"matvec_f16out_f32", "matvec_f16out_f16", "matvec_f16out_bf16",
+                                      "matvec_f16out_q8_0", "matvec_f16out_q4_0", "matvec_f16out_q4_k",
+                                      "matvec_f16out_q5_k", "matvec_f16out_q6_k"};
+constexpr WeightVariants kMatvecVecF16Out{"matvec_vec_f16out_f32", "matvec_vec_f16out_f16", "matvec_vec_f16out_bf16",
+                                         "matvec_vec_f16out_q8_0", "matvec_vec_f16out_q4_0", "matvec_vec_f16out_q4_k",
+                                         "matvec_vec_f16out_q5_k", "matvec_vec_f16out_q6_k"};
+constexpr WeightVariants kMatvecRopeF16Out{"matvec_rope_f16out_f32", "matvec_rope_f16out_f16",
+                                          "matvec_rope_f16out_bf16", "matvec_rope_f16out_q8_0",
+                                          "matvec_rope_f16out_q4_0", "matvec_rope_f16out_q4_k",
+                                          "matvec_rope_f16out_q5_k", "matvec_rope_f16out_q6_k"};
+constexpr WeightVariants kMatvecVecRopeF16Out{"matvec_vec_rope_f16out_f32", "matvec_vec_rope_f16out_f16",
+                                             "matvec_vec_rope_f16out_bf16", "matvec_vec_rope_f16out_q8_0",
+                                             "matvec_vec_rope_f16out_q4_0", "matvec_vec_rope_f16out_q4_k",
+                                             "matvec_vec_rope_f16out_q5_k", "matvec_vec_rope_f16out_q6_k"};
 constexpr WeightVariants kMatmul{"matmul_f32", "matmul_f16", "matmul_bf16", "matmul_q8_0", "matmul_q4_0",
                                  "matmul_q4_k", "matmul_q5_k", "matmul_q6_k"};
 
@@ -273,6 +287,10 @@ const Kernel& VulkanBackend::matvec_kernel(DType t, bool vec, uint32_t nt, Epilo
         case Epilogue::Add: v = vec ? &kMatvecVecAdd : &kMatvecAdd; break;
         case Epilogue::Swiglu: v = vec ? &kMatvecVecSwiglu : &kMatvecSwiglu, buffers = 4; break;
         case Epilogue::Rope: v = vec ? &kMatvecVecRope : &kMatvecRope, buffers = 4, push = sizeof(MatvecPush); break;
+        case Epilogue::StoreF16: v = vec ? &kMatvecVecF16Out : &kMatvecF16Out; break;
+        case Epilogue::RopeF16:
+            v = vec ? &kMatvecVecRopeF16Out : &kMatvecRopeF16Out, buffers = 4, push = sizeof(MatvecPush);
+            break;
     }
     return kernel(weight_variant(*v, t), buffers, push,
                   {tuning_.matvec_workgroup, tuning_.matvec_rows, nt, tuning_.byte_float_bits});
@@ -376,9 +394,11 @@ void VulkanBackend::matvec(Buf out, Buf x, const DeviceTensor& d, int64_t T, Epi
     const uint32_t nt = matvec_tokens(T, e);
     const bool vec = matvec_vec_form(d) && (x.offset % 4) == 0;
     const Kernel& k = matvec_kernel(d.dtype, vec, nt, e);
-    const int64_t half = e == Epilogue::Rope ? config("matmul_rope").head_dim / 2 : 0;
-    if (e == Epilogue::Rope) ensure_rope_table(pos0 + T);
-    const int64_t table_floats = e == Epilogue::Rope ? slots_[rope_table_].floats : 0;
+    const bool rope = e == Epilogue::Rope || e == Epilogue::RopeF16;
+    const bool f16 = e == Epilogue::StoreF16 || e == Epilogue::RopeF16;  // out: binary16 pairs, two to a word
+    const int64_t half = rope ? config("matmul_rope").head_dim / 2 : 0;
+    if (rope) ensure_rope_table(pos0 + T);
+    const int64_t table_floats = rope ? slots_[rope_table_].floats : 0;
     const int64_t per = std::max<int64_t>(1, max_binding_floats() / std::max(K, N));  // tokens per binding
     // One dispatch in all (decode): out's descriptor covers its whole buffer, so the set is the same whichever
     // rows it writes (a KV cache's row at pos0 moves every step).
@@ -387,13 +407,15 @@ void VulkanBackend::matvec(Buf out, Buf x, const DeviceTensor& d, int64_t T, Epi
         const DeviceTensor::Chunk& c = d.chunks[ci];
         for (int64_t t0 = 0; t0 < T; t0 += per) {
             const int64_t tc = std::min(per, T - t0);
+            const int64_t o0 = t0 * N + c.row0, on = (tc - 1) * N + c.rows;  // out's elements (even with f16)
             Binding bs[4] = {bind_weight(c), bind(x, t0 * K, tc * K, false, "matmul"),
-                             bind(out, t0 * N + c.row0, (tc - 1) * N + c.rows, true, "matmul", single)};
+                             f16 ? bind(out, o0 / 2, on / 2, true, "matmul", single)
+                                 : bind(out, o0, on, true, "matmul", single)};
             if (e == Epilogue::Swiglu) bs[3] = bind_weight(w3->chunks[ci]);  // the same rows of w3
             // The whole table where one binding holds it, with the position in the push constants: the same
             // descriptor set every step. Otherwise the rows of these positions.
             uint32_t table_first = 0;
-            if (e == Epilogue::Rope) {
+            if (rope) {
                 const bool whole = table_floats <= max_binding_floats();
                 const int64_t row = (pos0 + t0) * half * 2;
                 bs[3] = bind(Buf{rope_table_, 0, 0}, whole ? 0 : row, whole ? table_floats : tc * half * 2, false,
@@ -437,11 +459,26 @@ void VulkanBackend::matmul_swiglu(Buf out, Buf x, const TensorView& w1, const Te
     matvec(out, x, d1, T, Epilogue::Swiglu, &d3);
 }
 
-bool VulkanBackend::rope_fusable(const DeviceTensor& d, int64_t n_heads) const {
-    // A rotated pair is rows (2i, 2i + 1): both in one workgroup when ROWS is even and every chunk starts on an
-    // even row.
-    if (!model_ || tuning_.matvec_rows % 2 != 0 || d.rows != n_heads * model_->config.head_dim) return false;
+bool VulkanBackend::pairs_fusable(const DeviceTensor& d) const {
+    // Rows (2i, 2i + 1) both in one workgroup: ROWS even, every chunk starting on an even row, an even row count.
+    if (tuning_.matvec_rows % 2 != 0 || d.rows % 2 != 0) return false;
     return std::all_of(d.chunks.begin(), d.chunks.end(), [](const DeviceTensor::Chunk& c) { return c.row0 % 2 == 0; });
+}
+
+bool VulkanBackend::rope_fusable(const DeviceTensor& d, int64_t n_heads) const {
+    // A rotated pair is rows (2i, 2i + 1) of one head.
+    return model_ && d.rows == n_heads * model_->config.head_dim && pairs_fusable(d);
+}
+
+void VulkanBackend::matmul_store_f16(Buf out, Buf x, const TensorView& w, int64_t T, int64_t rope_heads,
+                                     int64_t pos0, Buf scratch) {
+    require_recording("matmul_store_f16");
+    if (T <= 0) return;
+    const DeviceTensor& d = device_tensor(w);
+    const bool rope = rope_heads > 0;
+    if (T > tuning_.matvec_max_tokens || !tuning_.fuse || !(rope ? rope_fusable(d, rope_heads) : pairs_fusable(d)))
+        return Backend::matmul_store_f16(out, x, w, T, rope_heads, pos0, scratch);
+    matvec(out, x, d, T, rope ? Epilogue::RopeF16 : Epilogue::StoreF16, nullptr, pos0);
 }
 
 void VulkanBackend::matmul_rope(Buf out, Buf x, const TensorView& w, int64_t T, int64_t n_heads, int64_t pos0) {
@@ -501,6 +538,17 @@ void VulkanBackend::prepare_f16_kv() {
                                  &kAttentionGroupedSplitF16})
         kernel(*s);
     if (const FlashShape fs = flash_shape(model_->config); fs.lanes > 0) flash_kernel(fs, true);
+    // The k and v products written straight into the cache (matmul_store_f16), as prepare_kernels builds the rest.
+    if (!tuning_.fuse) return;
+    for (const auto& [name, t] : model_->tensors) {
+        const bool wk = name.ends_with("attention.wk"), wv = name.ends_with("attention.wv");
+        if (!wk && !wv) continue;
+        const DeviceTensor& d = device_tensor(t);
+        if (wk ? !rope_fusable(d, model_->config.n_kv_heads) : !pairs_fusable(d)) continue;
+        const Epilogue e = wk ? Epilogue::RopeF16 : Epilogue::StoreF16;
+        matvec_kernel(d.dtype, matvec_vec_form(d), 1, e);
+        if (tuning_.matvec_max_tokens >= 8) matvec_kernel(d.dtype, matvec_vec_form(d), matvec_tokens(8, e), e);
+    }
 }
 
 void VulkanBackend::attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs) {

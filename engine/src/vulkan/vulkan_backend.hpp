@@ -146,6 +146,8 @@ public:
     void store_f16(Buf dst, Buf src, int64_t n) override;
     void attention_f16(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs) override;
     void prepare_f16_kv() override;
+    void matmul_store_f16(Buf out, Buf x, const TensorView& w, int64_t T, int64_t rope_heads, int64_t pos0,
+                          Buf scratch) override;
     void swiglu(Buf out, Buf a, Buf b, int64_t n) override;
     void add(Buf out, Buf a, Buf b, int64_t n) override;
     void copy(Buf dst, Buf src, int64_t n) override;
@@ -233,7 +235,8 @@ private:
     // The kernels of the weight-reading ops, shared by the ops and prepare_kernels().
     // What matvec.comp does with its finished sums: store them, add them into out (wo, w2), gate two products
     // (w1 with w3), rotate pairs of rows (wq, wk).
-    enum class Epilogue { Store, Add, Swiglu, Rope };
+    // StoreF16 / RopeF16: Store / Rope with the rows written in binary16 pairs (matmul_store_f16).
+    enum class Epilogue { Store, Add, Swiglu, Rope, StoreF16, RopeF16 };
     uint32_t matvec_tokens(int64_t T, Epilogue e = Epilogue::Store) const;  // tokens per pass for a prompt of T
     static bool matvec_vec_form(const DeviceTensor& d);
     const Kernel& matvec_kernel(DType t, bool vec, uint32_t nt, Epilogue e = Epilogue::Store);
@@ -242,6 +245,7 @@ private:
     void matvec(Buf out, Buf x, const DeviceTensor& d, int64_t T, Epilogue e, const DeviceTensor* w3 = nullptr,
                 int64_t pos0 = 0);
     bool rope_fusable(const DeviceTensor& d, int64_t n_heads) const;  // pairs of rows stay in one workgroup
+    bool pairs_fusable(const DeviceTensor& d) const;                  // the same, whatever the shape
     const Kernel& matmul_kernel(DType t);
     const Kernel& embed_kernel(DType t);
     const Kernel& rmsnorm_kernel(DType t);
