@@ -2,6 +2,7 @@
 // stream, stop, go on to a second turn that reuses the KV cache, click a generated token and land in the explorer
 // at the step that chose it (the logits explorer and the logit lens agree with what the chat kept), a message that
 // does not fit, and settings that persist.
+#include <QComboBox>
 #include <QElapsedTimer>
 #include <QPlainTextEdit>
 #include <QPushButton>
@@ -225,6 +226,7 @@ TEST_CASE("the chat's sampling settings and system prompt persist", "[chat][widg
     ChatSettings s;
     s.sampler = SamplerSettings{0.35f, 40, 0.85f, 0.05f, 1234};
     s.maxTokens = 77;
+    s.kvCacheF16 = true;
     {
         ChatPanel first(&engine);
         first.setSettings(s);
@@ -237,7 +239,14 @@ TEST_CASE("the chat's sampling settings and system prompt persist", "[chat][widg
     CHECK(loaded.sampler.min_p == Approx(0.05f));
     CHECK(loaded.sampler.seed == 1234);
     CHECK(loaded.maxTokens == 77);
+    CHECK(loaded.kvCacheF16);
     ChatPanel second(&engine);
+    CHECK(second.settings().kvCacheF16);
+    auto* kv = second.findChild<QComboBox*>(QStringLiteral("chatKvCache"));
+    REQUIRE(kv);
+    CHECK(kv->currentText() == QStringLiteral("binary16"));
+    kv->setCurrentIndex(0);  // a person's choice is saved at once
+    CHECK_FALSE(loadChatSettings().kvCacheF16);
     CHECK(second.settings().sampler.temperature == Approx(0.35f));
     CHECK(second.settings().sampler.top_k == 40);
     CHECK(second.settings().sampler.seed == 1234);

@@ -108,10 +108,10 @@ VocabularyPtr ChatEngine::vocabulary() {
     return vocab_;
 }
 
-void ChatEngine::ensureSession(int64_t contextLength) {
-    if (session_ && session_->capacity() == contextLength) return;
+void ChatEngine::ensureSession(int64_t contextLength, KvCacheType kvCache) {
+    if (session_ && session_->capacity() == contextLength && session_->kv_cache_type() == kvCache) return;
     session_.reset();  // frees the old cache before allocating the new one
-    session_ = std::make_unique<Session>(*model_, *backend_, contextLength);
+    session_ = std::make_unique<Session>(*model_, *backend_, contextLength, kvCache);
 }
 
 ChatOutcome ChatEngine::generate(const ChatRequest& request, const Callbacks& callbacks) {
@@ -134,7 +134,7 @@ ChatOutcome ChatEngine::generate(const ChatRequest& request, const Callbacks& ca
             out.cacheTokens = cacheTokens();
             return out;
         }
-        ensureSession(context);
+        ensureSession(context, request.kvCacheF16 ? KvCacheType::F16 : KvCacheType::F32);
         // The ablations ride in every step's trace request; a cache computed under other ones is not reused.
         Interventions interventions;
         for (const std::string& spec : request.ablations)
@@ -165,6 +165,7 @@ ChatOutcome ChatEngine::generate(const ChatRequest& request, const Callbacks& ca
         start.promptTokens = prompt;
         start.reusedTokens = keep;
         start.contextLength = context;
+        start.kvCacheF16 = request.kvCacheF16;
         start.prefillSeconds = secondsSince(prefillStart);
         start.vocab = vocabulary();
         if (callbacks.started) callbacks.started(start);

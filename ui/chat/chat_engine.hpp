@@ -49,7 +49,7 @@ public:
     VocabularyPtr vocabulary();
 
 private:
-    void ensureSession(int64_t contextLength);
+    void ensureSession(int64_t contextLength, KvCacheType kvCache);
 
     const Model* model_;
     Backend* backend_;

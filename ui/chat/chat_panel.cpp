@@ -94,6 +94,7 @@ ChatPanel::ChatPanel(EngineClient* engine, QWidget* parent) : QWidget(parent) {
     });
     connect(sampling_, &SamplingControls::changed, this, &ChatPanel::saveSettings);
     for (QSpinBox* s : {seed_, maxTokens_, context_}) connect(s, &QSpinBox::valueChanged, this, &ChatPanel::saveSettings);
+    connect(kvCache_, &QComboBox::currentIndexChanged, this, &ChatPanel::saveSettings);
     input_->installEventFilter(this);  // Ctrl+Enter sends
     setModel(nullptr);
 }
@@ -178,11 +179,22 @@ void ChatPanel::buildLayout() {
     context_->setRange(16, 1 << 20);
     context_->setSingleStep(256);
     context_->setToolTip(tr("Positions in the KV cache: the conversation and the reply must fit in them"));
+    kvCache_ = new QComboBox;
+    kvCache_->setObjectName(QStringLiteral("chatKvCache"));
+    kvCache_->addItems({tr("float32"), tr("binary16")});
+    kvCache_->setToolTip(tr("How the KV cache keeps keys and values: float32 (their true values, as the explorer "
+                            "shows them) or binary16 (half the memory of a long conversation, each key and value "
+                            "rounded once; on a GPU half the bytes attention reads)"));
     auto* more = new QFormLayout;
     more->setContentsMargins(0, 0, 0, 0);
     more->addRow(tr("seed"), seed_);
     more->addRow(tr("max tokens"), maxTokens_);
-    more->addRow(tr("context length"), context_);
+    // One row for both (the window's least height is what a laptop screen allows): positions, then their values.
+    auto* contextRow = new QHBoxLayout;
+    contextRow->setContentsMargins(0, 0, 0, 0);
+    contextRow->addWidget(context_, 1);
+    contextRow->addWidget(kvCache_);
+    more->addRow(tr("context, KV cache"), contextRow);
     auto* defaults = new QPushButton(tr("Defaults"));
     connect(defaults, &QPushButton::clicked, this, [this] {
         ChatSettings d;
@@ -323,6 +335,7 @@ ChatSettings ChatPanel::settings() const {
     s.sampler.seed = uint64_t(seed_->value());
     s.maxTokens = maxTokens_->value();
     s.contextLength = context_->value();
+    s.kvCacheF16 = kvCache_->currentIndex() == 1;
     return s;
 }
 
@@ -333,6 +346,7 @@ void ChatPanel::setSettings(const ChatSettings& s) {
     seed_->setValue(int(std::min<uint64_t>(s.sampler.seed, uint64_t(seed_->maximum()))));
     maxTokens_->setValue(int(std::clamp<int64_t>(s.maxTokens, 1, maxTokens_->maximum())));
     if (s.contextLength > 0) context_->setValue(int(std::min<int64_t>(s.contextLength, context_->maximum())));
+    kvCache_->setCurrentIndex(s.kvCacheF16 ? 1 : 0);
     loadingSettings_ = was;
     saveSettings();
 }
@@ -487,6 +501,7 @@ void ChatPanel::onStarted(const ChatStartPtr& start) {
     reusedTokens_ = start->reusedTokens;
     prefillSeconds_ = start->prefillSeconds;
     contextLength_ = start->contextLength;
+    kvCacheF16_ = start->kvCacheF16;
     contextUsed_ = promptTokens_;
     updateStatus();
 }
@@ -559,7 +574,8 @@ void ChatPanel::updateButtons() {
 void ChatPanel::updateStatus() {
     QStringList parts;
     if (contextLength_ > 0)
-        parts << tr("context %1 / %2").arg(groupDigits(qulonglong(contextUsed_)), groupDigits(qulonglong(contextLength_)));
+        parts << (kvCacheF16_ ? tr("context %1 / %2 (binary16 KV cache)") : tr("context %1 / %2"))
+                     .arg(groupDigits(qulonglong(contextUsed_)), groupDigits(qulonglong(contextLength_)));
     if (generating() && replyTokens_ == 0) parts << tr("reading the prompt\u2026");
     if (replyTokens_ > 0 || tokensPerSecond_ > 0) {
         parts << tr("%1 tokens").arg(replyTokens_);

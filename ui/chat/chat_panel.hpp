@@ -108,6 +108,7 @@ private:
     QSpinBox* seed_;
     QSpinBox* maxTokens_;
     QSpinBox* context_;
+    QComboBox* kvCache_;  // float32 / binary16
     QComboBox* mode_;
     QLabel* modelLabel_;
     QLabel* demoNote_;
@@ -138,6 +139,7 @@ private:
     int pendingEditing_ = -1;
     std::vector<int32_t> cacheTokens_;
     int64_t contextLength_ = 0;
+    bool kvCacheF16_ = false;  // the last reply's cache held binary16
     int64_t contextUsed_ = 0;
     int64_t promptTokens_ = 0, reusedTokens_ = 0;
     double prefillSeconds_ = 0.0, tokensPerSecond_ = 0.0;

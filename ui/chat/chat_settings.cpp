@@ -12,6 +12,7 @@ const char* kMinP = "chat/minP";
 const char* kSeed = "chat/seed";
 const char* kMaxTokens = "chat/maxTokens";
 const char* kContext = "chat/contextLength";
+const char* kKvCacheF16 = "chat/kvCacheF16";
 const char* kSystem = "chat/systemPrompt";
 }  // namespace
 
@@ -26,6 +27,7 @@ ChatSettings loadChatSettings() {
     s.sampler.seed = q.value(kSeed, qulonglong(d.sampler.seed)).toULongLong();
     s.maxTokens = q.value(kMaxTokens, qlonglong(d.maxTokens)).toLongLong();
     s.contextLength = q.value(kContext, qlonglong(d.contextLength)).toLongLong();
+    s.kvCacheF16 = q.value(kKvCacheF16, d.kvCacheF16).toBool();
     return s;
 }
 
@@ -38,6 +40,7 @@ void saveChatSettings(const ChatSettings& s) {
     q.setValue(kSeed, qulonglong(s.sampler.seed));
     q.setValue(kMaxTokens, qlonglong(s.maxTokens));
     q.setValue(kContext, qlonglong(s.contextLength));
+    q.setValue(kKvCacheF16, s.kvCacheF16);
 }
 
 QString defaultSystemPrompt() { return QStringLiteral("You are a helpful assistant."); }

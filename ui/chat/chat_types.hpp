@@ -36,6 +36,7 @@ struct ChatSettings {
     SamplerSettings sampler{0.7f, 0, 0.9f, 0.0f, 0};  // temperature, top_k, top_p, min_p, seed
     int64_t maxTokens = 256;
     int64_t contextLength = 0;  // 0: the model's, at most kChatMaxContext
+    bool kvCacheF16 = false;    // the KV cache in binary16: half the memory, each key and value rounded once
 };
 
 // The longest context the chat allocates a KV cache for unless told otherwise (Llama 3.1's 131072 would need
@@ -52,6 +53,7 @@ struct ChatRequest {
     SamplerSettings sampler;
     int64_t maxTokens = 256;
     int64_t contextLength = 0;          // 0: ChatEngine::defaultContext
+    bool kvCacheF16 = false;            // the KV cache in binary16 (ChatSettings::kvCacheF16)
     // Zero-ablation specs (intervention.hpp) in force for the whole reply, prompt included. A change of them
     // invalidates the KV cache (it was computed without them).
     std::vector<std::string> ablations;
@@ -64,6 +66,7 @@ struct ChatStart {
     std::vector<int32_t> promptTokens;  // the whole sequence the reply continues (template applied)
     int64_t reusedTokens = 0;           // positions kept in the KV cache from before
     int64_t contextLength = 0;
+    bool kvCacheF16 = false;            // the cache the reply runs on holds binary16
     double prefillSeconds = 0.0;
     VocabularyPtr vocab;
 };

@@ -83,6 +83,7 @@ ChatRequest Conversation::request(const ChatSettings& settings, int attempt) con
     r.sampler.seed = settings.sampler.seed + uint64_t(attempt);
     r.maxTokens = settings.maxTokens;
     r.contextLength = settings.contextLength;
+    r.kvCacheF16 = settings.kvCacheF16;
     if (mode_ == ChatMode::Chat && !system_.trimmed().isEmpty())
         r.messages.push_back({"system", system_.toStdString()});
     for (const ChatEntry& e : entries_) {

@@ -86,6 +86,7 @@ public:
     // The logits after the last token in the cache ([vocab]; empty before the first feed).
     const std::vector<float>& last_logits() const { return last_logits_; }
     int64_t capacity() const { return cache_.capacity(); }
+    KvCacheType kv_cache_type() const { return cache_.type(); }
     // Forget tokens >= n (regenerate, edit); generation then continues after token n-1 (re-run once).
     void truncate(int64_t n);
     Transformer& transformer() { return transformer_; }
