@@ -215,6 +215,7 @@ int run_bench(const Args& args) {
         {"model", model_json(model, *m.backend)},
         {"load_seconds", load_s},
         {"kv_cache", kv_cache_type_name(kv_cache)},
+        {"kv_cache_bytes", kv_cache_bytes(c, n_prompt + n_gen + 1, kv_cache)},
         {"prefill",
          {{"tokens", n_prompt},
           {"seconds", prefill_s},
