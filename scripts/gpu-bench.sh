@@ -14,13 +14,16 @@
 #            the before of the flash-attention tiles; run only when time is left
 #   convert  Q4_K_M decode again with block types' bytes converted to float (STRATA_VK_BYTE_FLOAT_BITS=0), the
 #            before of the float-bits widening; runs only when time is left
-#   kvf16    bf16 decode after a 4096-token prompt (STRATA_GPU_KV_PROMPT) with the KV cache in float32, then in binary16 (--kv-cache
-#            f16): what halving attention's bytes moves at a long context; last
+#   kvf16    bf16 decode after a 4096-token prompt (STRATA_GPU_KV_PROMPT) with the KV cache in float32, then in
+#            binary16 (--kv-cache f16): what halving attention's bytes moves at a long context
+#   flashwg  the bf16 prefill again with flash-attention workgroups of 256 and 512 invocations
+#            (STRATA_VK_ATTN_FLASH_FROM=16,8,WG: 32 and 64 rows of head_dim 128 per staged key block, against
+#            16 at the default 128), to choose the default; last
 # Every phase runs under a time limit cut to what is left of the run's deadline (STRATA_GPU_DEADLINE seconds,
 # default 470) and records its exit status and seconds in $OUT/phases.txt, so one failure does not hide the rest.
 #
 #   scripts/gpu-bench.sh [PHASE ...]     default: info build model tests bench profile q4km noflash convert
-#                                        kvf16.
+#                                        kvf16 flashwg.
 #                                        More: sweep (matvec shapes, trace cost: [.bench]), check (Vulkan against
 #                                        the CPU backend on a 2-layer 8B shape), quant (each block type on 2 layers)
 #   scripts/gpu-bench.sh --bundle DIR    run on a Debian 12 machine that builds Strata: copies what a bare GPU
@@ -187,6 +190,13 @@ do_kvf16() {
   done
 }
 
+do_flashwg() {
+  for wg in 256 512; do
+    STRATA_VK_ATTN_FLASH_FROM=16,8,$wg "$cli" bench --model "$model" --backend vulkan --prompt "$PROMPT" --gen 1 \
+      --repeats 3 > "$OUT/bench-bf16-flashwg$wg.json" 2> "$OUT/bench-bf16-flashwg$wg.err"
+  done
+}
+
 do_sweep() {
   # GPU/wall time per step, host recording time, default-trace cost, matvec shapes.
   STRATA_VK_VALIDATION=0 STRATA_BENCH_MODEL="$model" STRATA_BENCH_PROMPT="$PROMPT" STRATA_BENCH_GEN="$GEN" \
@@ -253,6 +263,13 @@ try:
           f"{d['decode']['tokens_per_second']:.1f} tok/s")
 except Exception as e:
     print(f"bench-q4km-convert.json: none ({e})")
+for wg in (256, 512):
+    try:
+        d = json.load(open(os.path.join(out, f"bench-bf16-flashwg{wg}.json")))
+        print(f"bench-bf16-flashwg{wg}.json: prefill with flash workgroups of {wg} "
+              f"{d['prefill']['tokens_per_second']:.1f} tok/s")
+    except Exception as e:
+        print(f"bench-bf16-flashwg{wg}.json: none ({e})")
 for kv in ("f32", "f16"):
     try:
         d = json.load(open(os.path.join(out, f"bench-bf16-ctx-{kv}.json")))
@@ -265,7 +282,7 @@ PY
 }
 
 phases=("$@")
-[ ${#phases[@]} -eq 0 ] && phases=(info build model tests bench profile q4km noflash convert kvf16)
+[ ${#phases[@]} -eq 0 ] && phases=(info build model tests bench profile q4km noflash convert kvf16 flashwg)
 model_pid=
 quant_pid=
 wait_model() { [ -n "$model_pid" ] && wait "$model_pid"; model_pid=; }
@@ -284,10 +301,11 @@ for p in "${phases[@]}"; do
     noflash) wait_model; phase noflash 60 do_noflash ;;
     convert) [ -f "$model_q4km" ] && phase convert 60 do_convert ;;
     kvf16) wait_model; phase kvf16 90 do_kvf16 ;;
+    flashwg) wait_model; phase flashwg 60 do_flashwg ;;
     sweep) wait_model; phase sweep 300 do_sweep ;;
     check) phase check 300 do_check ;;
     quant) phase quant 400 do_quant ;;
-    *) echo "unknown phase $p (info build model tests bench profile q4km noflash convert kvf16 sweep check quant)" >&2; exit 2 ;;
+    *) echo "unknown phase $p (info build model tests bench profile q4km noflash convert kvf16 flashwg sweep check quant)" >&2; exit 2 ;;
   esac
 done
 wait_model

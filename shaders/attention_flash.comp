@@ -3,7 +3,8 @@
 // kv head) owns rows = qt * n_rep query rows (query t, head kvh * n_rep + i) and walks the keys in blocks of BK,
 // each key and value block staged once in shared memory for all of its rows. attention_grouped.comp holds at most
 // 8 rows; here every invocation is one of the C lanes of a row (C = head_dim / DC, a power of two up to 8), so a
-// workgroup holds WG / C rows (16 at head_dim 128, 64 at 32) and no phase leaves invocations idle:
+// workgroup holds WG / C rows (128 invocations: 16 at head_dim 128, 64 at 32; WG is a specialization constant)
+// and no phase leaves invocations idle:
 //   lane c of a row keeps dims c, c + C, c + 2C, ... (DC of them) of its query and of its output in registers;
 //   per key it sums its dims' products and the C lanes add their sums with subgroup shuffles (a butterfly, so
 //   every lane gets the same score); per block each lane keeps the BK scores, and the online softmax (running
@@ -14,9 +15,8 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
-layout(local_size_x = 128) in;
+layout(local_size_x_id = 3) in;
 #include "common.glsl"
-#define WG 128u
 #define MAX_DC 32u        // dims per lane: head_dim / C
 #define MAX_BK 32u        // keys per block
 #define KV_FLOATS 2048u   // BK * head_dim, for each of the key and value blocks (16 KiB together)
@@ -24,6 +24,7 @@ layout(local_size_x = 128) in;
 layout(constant_id = 0) const uint C = 8;    // lanes per row: a power of two that divides head_dim
 layout(constant_id = 1) const uint DC = 16;  // dims per lane: head_dim / C, at most MAX_DC
 layout(constant_id = 2) const uint BK = 16;  // keys per block: at most MAX_BK, BK * head_dim <= KV_FLOATS
+layout(constant_id = 3) const uint WG = 128;  // invocations: WG / C rows share each key and value block
 layout(std430, binding = 0) readonly buffer Q { float q[]; };   // [T, n_heads * head_dim]
 layout(std430, binding = 3) writeonly buffer O { float o[]; };  // [T, n_heads * head_dim]
 layout(push_constant) uniform Push {

@@ -322,7 +322,8 @@ TEST_CASE("attention matches the CPU backend (grouped-query, causal, probs, spli
     // asked for) and with a workgroup per query head (attention.comp); then every prompt and decode step in
     // flash-attention tiles (attention_flash.comp, where the device has subgroup shuffles), on longer prompts too,
     // with this device's lanes per row and with at most two (a device of small subgroups: more dims per lane,
-    // more rows per tile; head_dim 96, 128 and 256 then have none that fits and take the grouped kernel).
+    // more rows per tile; head_dim 96, 128 and 256 then have none that fits and take the grouped kernel), and in
+    // workgroups of 256 and 512 invocations (twice and four times the rows per staged key and value block).
     // Grouped shapes: the demo's 4 heads per KV head at head_dim 32, Llama 3 8B's 4 at 128 (two queries per
     // workgroup, an odd T leaves the last workgroup one), 8 at 64, 4 x 256 (the most one workgroup holds),
     // head_dim 96 (lanes idle), 16 heads per KV head (too many: attention.comp runs).
@@ -344,7 +345,8 @@ TEST_CASE("attention matches the CPU backend (grouped-query, causal, probs, spli
     };
     for (const Mode& mode : {Mode{"1", "1000000", "0"}, Mode{"1", "1", "0"}, Mode{"1", "1,16,64", "0"},
                              Mode{"0", "1000000", "0"}, Mode{"0", "1", "0"}, Mode{"0", "1,16,64", "0"},
-                             Mode{"1", "1000000", "1"}, Mode{"1", "1000000", "1,2"} /* at most 2 lanes per row */}) {
+                             Mode{"1", "1000000", "1"}, Mode{"1", "1000000", "1,2"} /* at most 2 lanes per row */,
+                             Mode{"1", "1000000", "1,8,256"}, Mode{"1", "1000000", "1,8,512"} /* larger tiles */}) {
         const char *grouped = mode.grouped, *split_from = mode.split_from;
         ScopedEnv env_grouped("STRATA_VK_ATTN_GROUPED", grouped);
         ScopedEnv env("STRATA_VK_ATTN_SPLIT_FROM", split_from);

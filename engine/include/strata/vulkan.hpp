@@ -20,6 +20,7 @@ struct VulkanDeviceInfo {
     uint64_t memory = 0;                    // bytes of the largest device-local heap
     uint64_t max_storage_buffer_range = 0;  // the largest range one binding may cover
     uint32_t subgroup_size = 0;
+    uint32_t max_workgroup_invocations = 0;  // of a one-dimensional compute workgroup
     bool subgroup_shuffle = false;  // subgroupShuffleXor in compute shaders (flash-attention tiles for prompts)
     bool usable = false;          // has what Strata needs (Vulkan 1.2, a compute queue, subgroup arithmetic)
     std::string unusable_reason;  // what it lacks, when !usable

@@ -217,6 +217,8 @@ VulkanDeviceInfo describe_device(VkPhysicalDevice pd, int index) {
         p2.pNext = &subgroup;
         vkGetPhysicalDeviceProperties2(pd, &p2);
         info.subgroup_size = subgroup.subgroupSize;
+        info.max_workgroup_invocations =
+            std::min(p.limits.maxComputeWorkGroupInvocations, p.limits.maxComputeWorkGroupSize[0]);
         if (driver.driverName[0]) info.driver = std::string(driver.driverName) + " " + driver.driverInfo;
         if (!(subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT))
             missing.push_back("subgroup operations in compute shaders");

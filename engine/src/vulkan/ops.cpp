@@ -25,7 +25,7 @@ constexpr int64_t kMaxHeadDim = 256;         // attention.comp keeps 2 * WG outp
 // attention_grouped.comp: its workgroup size, query rows and their floats, and the floats of a staged key block.
 constexpr int64_t kGroupedWG = 128, kGroupedRows = 8, kGroupedRowFloats = 1024, kGroupedKeyFloats = 2112;
 // attention_flash.comp: its workgroup size, dims per lane and keys per block at most, floats of a staged block.
-constexpr int64_t kFlashWG = 128, kFlashMaxDims = 32, kFlashMaxKeys = 32, kFlashBlockFloats = 2048;
+constexpr int64_t kFlashMaxDims = 32, kFlashMaxKeys = 32, kFlashBlockFloats = 2048;
 
 struct ElementwisePush {
     uint32_t n, a_first, b_first, o_first;
@@ -316,13 +316,13 @@ VulkanBackend::FlashShape VulkanBackend::flash_shape(const ModelConfig& c) const
     while (lanes * 2 <= tuning_.attention_flash_lanes && lanes * 32 <= head_dim && head_dim % (lanes * 2) == 0)
         lanes *= 2;
     if (tuning_.attention_flash_from <= 0 || head_dim < 1 || head_dim % lanes != 0 ||
-        head_dim / lanes > kFlashMaxDims || c.n_rep() > kFlashWG / lanes)
+        head_dim / lanes > kFlashMaxDims || c.n_rep() > int64_t(tuning_.attention_flash_wg) / lanes)
         return {};
     return {u32(lanes), u32(head_dim / lanes), u32(std::min(kFlashMaxKeys, kFlashBlockFloats / head_dim)),
-            kFlashWG / lanes / c.n_rep()};
+            tuning_.attention_flash_wg / lanes / c.n_rep(), tuning_.attention_flash_wg};
 }
 const Kernel& VulkanBackend::flash_kernel(const FlashShape& s, bool kv_f16) {
-    return kernel(kv_f16 ? kAttentionFlashF16 : kAttentionFlash, {s.lanes, s.dims, s.keys});
+    return kernel(kv_f16 ? kAttentionFlashF16 : kAttentionFlash, {s.lanes, s.dims, s.keys, s.wg});
 }
 
 void VulkanBackend::prepare_kernels(const Model& model) {

@@ -74,14 +74,17 @@ KernelTuning tuning_for(const VulkanDeviceInfo& device) {
         }
     }
     if (const char* e = std::getenv("STRATA_VK_ATTN_GROUPED")) t.attention_grouped = std::string(e) != "0";
-    // STRATA_VK_ATTN_FLASH_FROM=T[,LANES]: flash tiles from T queries (0: never), with at most LANES lanes per row
-    // (tests run the shapes of devices with smaller subgroups).
+    // STRATA_VK_ATTN_FLASH_FROM=T[,LANES[,WG]]: flash tiles from T queries (0: never), with at most LANES lanes per
+    // row (tests run the shapes of devices with smaller subgroups) and WG invocations per workgroup (a power of two
+    // from 32 to the device's limit: a sweep on a GPU; tests run 256 and 512 on lavapipe).
     if (const char* e = std::getenv("STRATA_VK_ATTN_FLASH_FROM")) {
-        long long from = -1, lanes = 0;
-        const int n = std::sscanf(e, "%lld,%lld", &from, &lanes);
+        long long from = -1, lanes = 0, wg = 0;
+        const int n = std::sscanf(e, "%lld,%lld,%lld", &from, &lanes, &wg);
         if (n >= 1 && from >= 0 && flash_ok) t.attention_flash_from = from;
-        if (n == 2 && lanes >= 1 && lanes <= t.attention_flash_lanes && (lanes & (lanes - 1)) == 0)
+        if (n >= 2 && lanes >= 1 && lanes <= t.attention_flash_lanes && (lanes & (lanes - 1)) == 0)
             t.attention_flash_lanes = static_cast<uint32_t>(lanes);
+        if (n == 3 && wg >= 32 && wg <= device.max_workgroup_invocations && (wg & (wg - 1)) == 0)
+            t.attention_flash_wg = static_cast<uint32_t>(wg);
     }
     if (const char* e = std::getenv("STRATA_VK_FUSE")) t.fuse = std::string(e) != "0";
     if (const char* e = std::getenv("STRATA_VK_BYTE_FLOAT_BITS")) t.byte_float_bits = std::string(e) != "0";

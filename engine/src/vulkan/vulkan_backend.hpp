@@ -100,10 +100,12 @@ struct KernelTuning {
     bool attention_grouped = true;
     // Prompts of at least this many queries (no probabilities) run attention_flash.comp: up to 128 / lanes rows
     // per workgroup, each row's dims over `lanes` invocations of a subgroup (so at most attention_flash_lanes,
-    // the device's subgroup size up to 8). 0: never (no subgroup shuffles). STRATA_VK_ATTN_FLASH_FROM=T[,LANES]
-    // overrides it (0 turns it off) and the lanes' limit.
+    // the device's subgroup size up to 8). 0: never (no subgroup shuffles). STRATA_VK_ATTN_FLASH_FROM=T[,LANES[,WG]]
+    // overrides it (0 turns it off), the lanes' limit and the workgroup's invocations (attention_flash_wg: more
+    // rows share each staged key and value block; the device's limit applies).
     int64_t attention_flash_from = 16;
     uint32_t attention_flash_lanes = 8;
+    uint32_t attention_flash_wg = 128;
     // A step goes to the device in parts as it is recorded, so that the device starts early and recording
     // overlaps its work: the first part after submit_first dispatches, each next one after twice as many as the
     // last, up to submit_most. STRATA_VK_SUBMIT="FIRST,MOST" overrides them, "0" submits each step whole.
@@ -195,6 +197,7 @@ private:
     struct FlashShape {
         uint32_t lanes = 0, dims = 0, keys = 0;
         int64_t queries = 0;
+        uint32_t wg = 0;  // invocations per workgroup
     };
     FlashShape flash_shape(const ModelConfig& c) const;
     const Kernel& flash_kernel(const FlashShape& s, bool kv_f16 = false);
