@@ -287,6 +287,15 @@ void widen_row(const TensorView& w, int64_t r, float* out, CpuIsa isa) {
     widen_dispatch(w.dtype, p, out, w.cols());
 }
 
+void widen_f16(const uint16_t* h, float* out, int64_t n, CpuIsa isa) {
+    const auto* p = reinterpret_cast<const std::byte*>(h);
+#ifdef STRATA_HAVE_F16C
+    if (isa != CpuIsa::Generic) return f16c::widen(p, out, n);
+#endif
+    (void)isa;
+    widen_dispatch(DType::F16, p, out, n);
+}
+
 float dot(const float* a, const float* b, int64_t n) { return dot_dispatch(a, b, n); }
 
 void axpy(float a, const float* x, float* y, int64_t n) {

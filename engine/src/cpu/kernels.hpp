@@ -23,6 +23,9 @@ bool supported(DType t);
 // out[0..cols) = canonical row r of w as float32 (the HF rope permutation resolved by row_ptr).
 void widen_row(const TensorView& w, int64_t r, float* out, CpuIsa isa);
 
+// out[0..n) = the n binary16 values at h, widened exactly (a KV cache in binary16).
+void widen_f16(const uint16_t* h, float* out, int64_t n, CpuIsa isa);
+
 // sum_i a[i] * b[i] in float32 with several partial sums.
 float dot(const float* a, const float* b, int64_t n);
 
