@@ -251,32 +251,22 @@ for name in ("bench-bf16.json", "bench-q4km.json"):
     print(f"  prefill {pre['tokens']} tokens: {pre['tokens_per_second']:.1f} tok/s, "
           f"{pre.get('matmul_gflop_per_second', 0):.0f} GFLOP/s")
     print(f"  per decode token: {json.dumps(d.get('decode_step', {}))}")
-try:
-    d = json.load(open(os.path.join(out, "bench-bf16-noflash.json")))
-    print(f"bench-bf16-noflash.json: prefill without flash-attention tiles "
-          f"{d['prefill']['tokens_per_second']:.1f} tok/s")
-except Exception as e:
-    print(f"bench-bf16-noflash.json: none ({e})")
-try:
-    d = json.load(open(os.path.join(out, "bench-q4km-convert.json")))
-    print(f"bench-q4km-convert.json: Q4_K_M decode with bytes converted to float "
-          f"{d['decode']['tokens_per_second']:.1f} tok/s")
-except Exception as e:
-    print(f"bench-q4km-convert.json: none ({e})")
-for wg in (256, 512):
+def extra(name, what):  # one line per optional phase's result, or why there is none
     try:
-        d = json.load(open(os.path.join(out, f"bench-bf16-flashwg{wg}.json")))
-        print(f"bench-bf16-flashwg{wg}.json: prefill with flash workgroups of {wg} "
-              f"{d['prefill']['tokens_per_second']:.1f} tok/s")
+        print(f"{name}: {what(json.load(open(os.path.join(out, name))))}")
     except Exception as e:
-        print(f"bench-bf16-flashwg{wg}.json: none ({e})")
+        print(f"{name}: none ({e})")
+extra("bench-bf16-noflash.json",
+      lambda d: f"prefill without flash-attention tiles {d['prefill']['tokens_per_second']:.1f} tok/s")
+extra("bench-q4km-convert.json",
+      lambda d: f"Q4_K_M decode with bytes converted to float {d['decode']['tokens_per_second']:.1f} tok/s")
 for kv in ("f32", "f16"):
-    try:
-        d = json.load(open(os.path.join(out, f"bench-bf16-ctx-{kv}.json")))
-        print(f"bench-bf16-ctx-{kv}.json: decode after {d['prefill']['tokens']} tokens, {kv} KV cache "
-              f"{d['decode']['tokens_per_second']:.2f} tok/s, {json.dumps(d.get('decode_step', {}))}")
-    except Exception as e:
-        print(f"bench-bf16-ctx-{kv}.json: none ({e})")
+    extra(f"bench-bf16-ctx-{kv}.json",
+          lambda d, kv=kv: f"decode after {d['prefill']['tokens']} tokens, {kv} KV cache "
+                           f"{d['decode']['tokens_per_second']:.2f} tok/s, {json.dumps(d.get('decode_step', {}))}")
+for wg in (256, 512):
+    extra(f"bench-bf16-flashwg{wg}.json",
+          lambda d, wg=wg: f"prefill with flash workgroups of {wg} {d['prefill']['tokens_per_second']:.1f} tok/s")
 PY
   cat "$OUT/summary.txt" >&2
 }
