@@ -295,7 +295,8 @@ for p in "${phases[@]}"; do
     sweep) wait_model; phase sweep 300 do_sweep ;;
     check) phase check 300 do_check ;;
     quant) phase quant 400 do_quant ;;
-    *) echo "unknown phase $p (info build model tests bench profile q4km noflash convert kvf16 flashwg sweep check quant)" >&2; exit 2 ;;
+    *) echo "unknown phase $p (info build model tests bench profile q4km noflash convert kvf16 flashwg" \
+            "sweep check quant)" >&2; exit 2 ;;
   esac
 done
 wait_model

@@ -99,7 +99,8 @@ TEST_CASE("strata-cli generate --json gives the golden greedy ids; --text is BOS
 
     // A binary16 KV cache: the same greedy continuation on this model (test_vulkan_kv_f16.cpp checks its logits).
     const std::string prompt = ids_arg(e["tokens"].get<std::vector<int32_t>>());
-    const Result h = run_cli("generate --model " + model + " --tokens " + prompt + " --max-tokens 16 --json --kv-cache f16");
+    const Result h =
+        run_cli("generate --model " + model + " --tokens " + prompt + " --max-tokens 16 --json --kv-cache f16");
     INFO(h.err);
     REQUIRE(h.status == 0);
     CHECK(nlohmann::json::parse(h.out)["ids"] == j["ids"]);

@@ -322,9 +322,9 @@ void CpuBackend::store_f16(Buf dst, Buf src, int64_t n) {
 
 void CpuBackend::attention_f16(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs) {
     // The cache's first L rows widened into float32 scratch, then the same attention: the values are exact, so
-    // the result is what a float32 cache holding the binary16 values gives (memory saved, no time).
-    // Widened by vcvtph2ps where the CPU has F16C, over the threads (a scalar loop made the 1B model's decode at
-    // 1024 keys 1.6x slower than with a float32 cache).
+    // the result is what a float32 cache holding the binary16 values gives (memory saved, not time). Widened by
+    // vcvtph2ps where the CPU has F16C, over the threads (a scalar loop made the 1B model's decode at 1024 keys
+    // 1.6x slower than with a float32 cache).
     const int64_t n = (pos0 + T) * config("attention").kv_dim();
     for (auto [cache, wide] : {std::pair{k_cache, &kv_wide_[0]}, std::pair{v_cache, &kv_wide_[1]}}) {
         // Little-endian words: element 2i is the low half, so the words read as consecutive halves.
