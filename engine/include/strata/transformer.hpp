@@ -39,10 +39,8 @@ public:
     int64_t size() const { return size_; }       // positions filled
     void truncate(int64_t n);                    // forget positions >= n (regenerate, edit)
     KvCacheType type() const { return type_; }
-    // The whole buffers: F32 [max_seq, n_kv_heads * head_dim] floats; F16 half as many words, two values each.
-    Buf k(int64_t layer) const { return k_[layer]; }
-    Buf v(int64_t layer) const { return v_[layer]; }
-    // Rows [first, first + n) of a layer's keys / values, in the buffer's units (floats, or words of two halves).
+    // Rows [first, first + n) of a layer's keys / values ([max_seq, n_kv_heads * head_dim] each), in the buffer's
+    // units: floats, or (F16) 32-bit words of two binary16 values.
     Buf k_rows(int64_t layer, int64_t first, int64_t n) const { return k_[layer].at(first * row_, n * row_); }
     Buf v_rows(int64_t layer, int64_t first, int64_t n) const { return v_[layer].at(first * row_, n * row_); }
 
