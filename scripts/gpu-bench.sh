@@ -10,6 +10,8 @@
 #   profile  GPU time per kernel for decode-shaped steps (a 1-token prompt and 8 decode steps, a timestamp after
 #            every dispatch), while its Q4_K_M quantization is written in the background
 #   q4km     bench on the Q4_K_M file
+#   nocoopmat the bf16 prefill again with the float32 tiled matmul (STRATA_VK_COOPMAT=0): the before of the
+#            prefill on matrix units (VK_NV_cooperative_matrix, bench's default where the device has it)
 #   noflash  the bf16 prefill again with prompt attention in the grouped kernel (STRATA_VK_ATTN_FLASH_FROM=0),
 #            the before of the flash-attention tiles; run only when time is left
 #   convert  Q4_K_M decode again with block types' bytes converted to float (STRATA_VK_BYTE_FLOAT_BITS=0), the
@@ -22,8 +24,8 @@
 # Every phase runs under a time limit cut to what is left of the run's deadline (STRATA_GPU_DEADLINE seconds,
 # default 470) and records its exit status and seconds in $OUT/phases.txt, so one failure does not hide the rest.
 #
-#   scripts/gpu-bench.sh [PHASE ...]     default: info build model tests bench profile q4km noflash convert
-#                                        kvf16 flashwg.
+#   scripts/gpu-bench.sh [PHASE ...]     default: info build model tests bench profile q4km nocoopmat noflash
+#                                        convert kvf16 flashwg.
 #                                        More: sweep (matvec shapes, trace cost: [.bench]), check (Vulkan against
 #                                        the CPU backend on a 2-layer 8B shape), quant (each block type on 2 layers)
 #   scripts/gpu-bench.sh --bundle DIR    run on a Debian 12 machine that builds Strata: copies what a bare GPU
@@ -173,6 +175,11 @@ do_q4km() {
   "$cli" bench --model "$model_q4km" --backend vulkan --prompt "$PROMPT" --gen "$GEN" --repeats 3 > "$OUT/bench-q4km.json" 2> "$OUT/bench-q4km.err"
 }
 
+do_nocoopmat() {
+  STRATA_VK_COOPMAT=0 "$cli" bench --model "$model" --backend vulkan --prompt "$PROMPT" --gen 1 --repeats 3 \
+    > "$OUT/bench-bf16-nocoopmat.json" 2> "$OUT/bench-bf16-nocoopmat.err"
+}
+
 do_noflash() {
   STRATA_VK_ATTN_FLASH_FROM=0 "$cli" bench --model "$model" --backend vulkan --prompt "$PROMPT" --gen 1 --repeats 3 \
     > "$OUT/bench-bf16-noflash.json" 2> "$OUT/bench-bf16-noflash.err"
@@ -251,11 +258,14 @@ for name in ("bench-bf16.json", "bench-q4km.json"):
     print(f"  prefill {pre['tokens']} tokens: {pre['tokens_per_second']:.1f} tok/s, "
           f"{pre.get('matmul_gflop_per_second', 0):.0f} GFLOP/s")
     print(f"  per decode token: {json.dumps(d.get('decode_step', {}))}")
+    print(f"  kernels: {d['model']['backend'].get('kernels', '?')}")
 def extra(name, what):  # one line per optional phase's result, or why there is none
     try:
         print(f"{name}: {what(json.load(open(os.path.join(out, name))))}")
     except Exception as e:
         print(f"{name}: none ({e})")
+extra("bench-bf16-nocoopmat.json",
+      lambda d: f"prefill on the float32 tiled matmul {d['prefill']['tokens_per_second']:.1f} tok/s")
 extra("bench-bf16-noflash.json",
       lambda d: f"prefill without flash-attention tiles {d['prefill']['tokens_per_second']:.1f} tok/s")
 extra("bench-q4km-convert.json",
@@ -272,7 +282,7 @@ PY
 }
 
 phases=("$@")
-[ ${#phases[@]} -eq 0 ] && phases=(info build model tests bench profile q4km noflash convert kvf16 flashwg)
+[ ${#phases[@]} -eq 0 ] && phases=(info build model tests bench profile q4km nocoopmat noflash convert kvf16 flashwg)
 model_pid=
 quant_pid=
 wait_model() { [ -n "$model_pid" ] && wait "$model_pid"; model_pid=; }
@@ -288,6 +298,7 @@ for p in "${phases[@]}"; do
     profile) wait_model; { phase quantize 200 do_quantize & } ; quant_pid=$!; phase profile 60 do_profile ;;
     q4km) wait_model; [ -n "$quant_pid" ] && wait "$quant_pid"; quant_pid=
           [ -f "$model_q4km" ] || phase quantize 200 do_quantize; phase q4km 120 do_q4km ;;
+    nocoopmat) wait_model; phase nocoopmat 60 do_nocoopmat ;;
     noflash) wait_model; phase noflash 60 do_noflash ;;
     convert) [ -f "$model_q4km" ] && phase convert 60 do_convert ;;
     kvf16) wait_model; phase kvf16 90 do_kvf16 ;;
@@ -295,7 +306,7 @@ for p in "${phases[@]}"; do
     sweep) wait_model; phase sweep 300 do_sweep ;;
     check) phase check 300 do_check ;;
     quant) phase quant 400 do_quant ;;
-    *) echo "unknown phase $p (info build model tests bench profile q4km noflash convert kvf16 flashwg" \
+    *) echo "unknown phase $p (info build model tests bench profile q4km nocoopmat noflash convert kvf16 flashwg" \
             "sweep check quant)" >&2; exit 2 ;;
   esac
 done

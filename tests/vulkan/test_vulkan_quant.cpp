@@ -82,33 +82,6 @@ std::unique_ptr<OwnedTensor> random_blocks(const std::string& name, DType t, int
 
 Scales row_scales(int64_t r) { return r % 5 == 1 ? Scales::Subnormal : r % 5 == 3 ? Scales::Extreme : Scales::Mixed; }
 
-std::vector<float> dequantized(const TensorView& w) {
-    std::vector<float> out(static_cast<size_t>(w.rows() * w.cols()));
-    quant::dequantize(w.dtype, w.data, out.data(), w.rows() * w.cols());
-    return out;
-}
-
-// Each output against the CPU backend's, normalised by the size of its terms: |got - want| <= tol * sum|w x|
-// (a row whose scales are all subnormal is judged on its own scale, not drowned by an extreme one).
-void require_close_terms(const std::vector<float>& got, const std::vector<float>& want, const std::vector<float>& w,
-                         const std::vector<float>& x, int64_t N, int64_t K, int64_t T, double tol) {
-    REQUIRE(got.size() == want.size());
-    REQUIRE(all_finite(got));
-    REQUIRE(all_finite(want));
-    double worst = 0;
-    int64_t worst_at = -1;
-    for (int64_t t = 0; t < T; ++t)
-        for (int64_t n = 0; n < N; ++n) {
-            double mag = 0;
-            for (int64_t k = 0; k < K; ++k) mag += std::fabs(double(w[size_t(n * K + k)]) * x[size_t(t * K + k)]);
-            const size_t i = size_t(t * N + n);
-            const double err = std::fabs(double(got[i]) - want[i]) / std::max(mag, 1e-30);
-            if (err > worst) worst = err, worst_at = int64_t(i);
-        }
-    INFO("worst normalised error " << worst << " at output " << worst_at << " (tolerance " << tol << ")");
-    REQUIRE(worst <= tol);
-}
-
 class Backends {
 public:
     Backend& get(bool vulkan, uint64_t range = 0) {
@@ -120,23 +93,6 @@ public:
 private:
     std::map<std::pair<bool, uint64_t>, std::unique_ptr<Backend>> backends_;
 };
-
-std::vector<float> run_matmul(Backend& b, const Model& m, const Filler& f, int32_t ix, const TensorView& w,
-                              int64_t T, int64_t x_offset) {
-    const int64_t N = w.rows(), K = w.cols();
-    b.load(m);
-    Buf x = b.alloc(x_offset + T * K, "x");
-    b.begin();
-    f.fill(b, x.at(x_offset, T * K), ix, T * K);
-    Guarded out = Guarded::make(b, f, T * N, "out");
-    b.matmul(out.inner(), x.at(x_offset, T * K), w, T);
-    Readback r = b.readback(out.whole, T * N + 2 * Guarded::kPad);
-    b.submit();
-    std::vector<float> got = unguard(b.fetch(r), T * N);
-    b.free(x);
-    b.free(out.whole);
-    return got;
-}
 
 void check_matmul(Backends& backends, DType t, int64_t N, int64_t K, int64_t T, int64_t x_offset = 0,
                   uint64_t range = 0) {

@@ -2,6 +2,8 @@
 // Helpers for the Vulkan tests: backends (validation on), a tiny "filler" model whose tok_embeddings table
 // carries every input value so that embed() can put them into buffers on either backend, random weights in
 // each stored type, sentinel checks, and the rule that no validation message may have been recorded.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +16,7 @@
 #include "strata/backend.hpp"
 #include "strata/dtype.hpp"
 #include "strata/model.hpp"
+#include "strata/quant.hpp"
 #include "strata/vulkan.hpp"
 #include "support.hpp"
 
@@ -198,6 +201,54 @@ inline void require_close(const std::vector<float>& got, const std::vector<float
     const double err = rel_l2(got, want);
     INFO("relative L2 error " << err << " (tolerance " << tol << ")");
     REQUIRE(err <= tol);
+}
+
+// The weights of w as float32, whatever their stored type.
+inline std::vector<float> dequantized(const TensorView& w) {
+    std::vector<float> out(static_cast<size_t>(w.rows() * w.cols()));
+    quant::dequantize(w.dtype, w.data, out.data(), w.rows() * w.cols());
+    return out;
+}
+
+// Each output against the CPU backend's, normalised by the size of its terms: |got - want| <= tol * sum|w x|
+// (a row whose scales are all subnormal is judged on its own scale, not drowned by an extreme one).
+inline void require_close_terms(const std::vector<float>& got, const std::vector<float>& want,
+                                const std::vector<float>& w, const std::vector<float>& x, int64_t N, int64_t K,
+                                int64_t T, double tol) {
+    REQUIRE(got.size() == want.size());
+    REQUIRE(all_finite(got));
+    REQUIRE(all_finite(want));
+    double worst = 0;
+    int64_t worst_at = -1;
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t n = 0; n < N; ++n) {
+            double mag = 0;
+            for (int64_t k = 0; k < K; ++k) mag += std::fabs(double(w[size_t(n * K + k)]) * x[size_t(t * K + k)]);
+            const size_t i = size_t(t * N + n);
+            const double err = std::fabs(double(got[i]) - want[i]) / std::max(mag, 1e-30);
+            if (err > worst) worst = err, worst_at = int64_t(i);
+        }
+    INFO("worst normalised error " << worst << " at output " << worst_at << " (tolerance " << tol << ")");
+    REQUIRE(worst <= tol);
+}
+
+// w x on backend b for the T rows of x registered at ix (loaded into b as the filler's model), x starting
+// x_offset floats into its buffer; the output is guarded by sentinels.
+inline std::vector<float> run_matmul(Backend& b, const Model& m, const Filler& f, int32_t ix, const TensorView& w,
+                                     int64_t T, int64_t x_offset) {
+    const int64_t N = w.rows(), K = w.cols();
+    b.load(m);
+    Buf x = b.alloc(x_offset + T * K, "x");
+    b.begin();
+    f.fill(b, x.at(x_offset, T * K), ix, T * K);
+    Guarded out = Guarded::make(b, f, T * N, "out");
+    b.matmul(out.inner(), x.at(x_offset, T * K), w, T);
+    Readback r = b.readback(out.whole, T * N + 2 * Guarded::kPad);
+    b.submit();
+    std::vector<float> got = unguard(b.fetch(r), T * N);
+    b.free(x);
+    b.free(out.whole);
+    return got;
 }
 
 }  // namespace strata::test

@@ -22,6 +22,9 @@ struct VulkanDeviceInfo {
     uint32_t subgroup_size = 0;
     uint32_t max_workgroup_invocations = 0;  // of a one-dimensional compute workgroup
     bool subgroup_shuffle = false;  // subgroupShuffleXor in compute shaders (flash-attention tiles for prompts)
+    // VK_NV_cooperative_matrix with 16x16x16 binary16 -> float32 products, subgroups of 32: the prefill matmul
+    // can run on matrix units (tensor cores)
+    bool cooperative_matrix = false;
     bool usable = false;          // has what Strata needs (Vulkan 1.2, a compute queue, subgroup arithmetic)
     std::string unusable_reason;  // what it lacks, when !usable
     bool chosen = false;          // the one picked when no --device is given

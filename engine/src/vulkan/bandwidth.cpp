@@ -18,19 +18,7 @@ VulkanBandwidth VulkanBackend::read_bandwidth(uint64_t bytes, int repeats) {
     Buffer data(*ctx_, bytes, Memory::DeviceLocal, "the bandwidth test buffer");
     Buffer sink(*ctx_, 16, Memory::DeviceLocal, "the bandwidth sink");
     const Kernel& k = kernel("read_bandwidth", 2, 4);
-    forget_descriptor_sets();  // the set below names buffers that die with this function
-    const VkDescriptorSet set = descriptors_.allocate(k.set_layout());
-    VkDescriptorBufferInfo infos[2] = {{data.handle(), 0, data.size()}, {sink.handle(), 0, sink.size()}};
-    VkWriteDescriptorSet writes[2];
-    for (uint32_t i = 0; i < 2; ++i) {
-        writes[i] = make<VkWriteDescriptorSet>(VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET);
-        writes[i].dstSet = set;
-        writes[i].dstBinding = i;
-        writes[i].descriptorCount = 1;
-        writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-        writes[i].pBufferInfo = &infos[i];
-    }
-    vkUpdateDescriptorSets(ctx_->device(), 2, writes, 0, nullptr);
+    const VkDescriptorSet set = one_off_set(k, {&data, &sink});
     const uint32_t quads = static_cast<uint32_t>(bytes / 16);
     const uint64_t groups = std::max<uint64_t>(1, (quads + 256ull * 16 - 1) / (256ull * 16));  // ~16 loads each
     const uint32_t gx = static_cast<uint32_t>(std::min<uint64_t>(groups, ctx_->max_groups_x()));

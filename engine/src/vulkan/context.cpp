@@ -188,7 +188,53 @@ std::vector<VkPhysicalDevice> Instance::physical_devices() const {
     return out;
 }
 
-VulkanDeviceInfo describe_device(VkPhysicalDevice pd, int index) {
+namespace {
+
+bool has_device_extension(VkPhysicalDevice pd, std::string_view name) {
+    uint32_t n = 0;
+    if (vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr) != VK_SUCCESS) return false;
+    std::vector<VkExtensionProperties> ext(n);
+    if (vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, ext.data()) != VK_SUCCESS) return false;
+    return std::any_of(ext.begin(), ext.begin() + n,
+                       [&](const VkExtensionProperties& e) { return name == e.extensionName; });
+}
+
+// Whether matmul_coopmat.comp can run: VK_NV_cooperative_matrix with its feature, 16 x 16 x 16 products of
+// binary16 into float32 at subgroup scope, binary16 arithmetic types and the Vulkan memory model (which the
+// compiled shader declares), subgroups of 32 (four to its workgroup of 128) and room for its shared memory.
+bool cooperative_matrix_nv(VkInstance instance, VkPhysicalDevice pd, const VkPhysicalDeviceProperties& p,
+                           uint32_t subgroup_size) {
+    if (p.apiVersion < VK_API_VERSION_1_2 || subgroup_size != 32 ||
+        p.limits.maxComputeSharedMemorySize < kCoopmatSharedBytes ||
+        !has_device_extension(pd, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME))
+        return false;
+    auto cm = make<VkPhysicalDeviceCooperativeMatrixFeaturesNV>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV);
+    auto v12 = make<VkPhysicalDeviceVulkan12Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES);
+    v12.pNext = &cm;
+    auto f2 = make<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
+    f2.pNext = &v12;
+    vkGetPhysicalDeviceFeatures2(pd, &f2);
+    if (!cm.cooperativeMatrix || !v12.shaderFloat16 || !v12.vulkanMemoryModel) return false;
+    auto list = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
+        vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
+    if (!list) return false;
+    uint32_t n = 0;
+    if (list(pd, &n, nullptr) != VK_SUCCESS || n == 0 || n > 4096) return false;
+    std::vector<VkCooperativeMatrixPropertiesNV> props(
+        n, make<VkCooperativeMatrixPropertiesNV>(VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV));
+    const VkResult r = list(pd, &n, props.data());
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) return false;
+    return std::any_of(props.begin(), props.begin() + std::min<size_t>(n, props.size()), [](const auto& c) {
+        return c.MSize == 16 && c.NSize == 16 && c.KSize == 16 && c.AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+               c.BType == VK_COMPONENT_TYPE_FLOAT16_NV && c.CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+               c.DType == VK_COMPONENT_TYPE_FLOAT32_NV && c.scope == VK_SCOPE_SUBGROUP_NV;
+    });
+}
+
+}  // namespace
+
+VulkanDeviceInfo describe_device(VkInstance instance, VkPhysicalDevice pd, int index) {
     VkPhysicalDeviceProperties p{};
     vkGetPhysicalDeviceProperties(pd, &p);
     VulkanDeviceInfo info;
@@ -225,6 +271,7 @@ VulkanDeviceInfo describe_device(VkPhysicalDevice pd, int index) {
         const VkSubgroupFeatureFlags ops = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
         if ((subgroup.supportedOperations & ops) != ops) missing.push_back("subgroup arithmetic (subgroupAdd/Max)");
         info.subgroup_shuffle = (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
+        info.cooperative_matrix = cooperative_matrix_nv(instance, pd, p, info.subgroup_size);
     }
     uint32_t nq = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, nullptr);
@@ -254,7 +301,8 @@ Context::Context(const ContextOptions& options) {
     if (pds.empty())
         throw DeviceError("no Vulkan device found (without a GPU, install mesa-vulkan-drivers for lavapipe)");
     std::vector<VulkanDeviceInfo> infos;
-    for (size_t i = 0; i < pds.size(); ++i) infos.push_back(describe_device(pds[i], static_cast<int>(i)));
+    for (size_t i = 0; i < pds.size(); ++i)
+        infos.push_back(describe_device(instance_->handle(), pds[i], static_cast<int>(i)));
     auto listing = [&] {
         std::string s;
         for (const auto& d : infos)
@@ -315,11 +363,25 @@ Context::Context(const ContextOptions& options) {
     qci.queueFamilyIndex = queue_family_;
     qci.queueCount = 1;
     qci.pQueuePriorities = &priority;
-    // No optional features: weights are read as 32-bit words and widened in the shader, so neither
-    // storageBuffer16BitAccess nor shaderFloat16 is needed; subgroup arithmetic was checked above.
+    // Weights are read as 32-bit words and widened in the shader, so no storageBuffer16BitAccess; subgroup
+    // arithmetic was checked above. Where the prefill matmul can run on matrix units (VK_NV_cooperative_matrix,
+    // see describe_device) its extension and features are enabled; nothing else is optional.
     auto dci = make<VkDeviceCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO);
     dci.queueCreateInfoCount = 1;
     dci.pQueueCreateInfos = &qci;
+    auto cm = make<VkPhysicalDeviceCooperativeMatrixFeaturesNV>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV);
+    auto v12 = make<VkPhysicalDeviceVulkan12Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES);
+    const char* coopmat_extension = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
+    if (info_.cooperative_matrix) {
+        cm.cooperativeMatrix = VK_TRUE;
+        v12.shaderFloat16 = VK_TRUE;
+        v12.vulkanMemoryModel = VK_TRUE;
+        v12.pNext = &cm;
+        dci.pNext = &v12;
+        dci.enabledExtensionCount = 1;
+        dci.ppEnabledExtensionNames = &coopmat_extension;
+    }
     check(vkCreateDevice(physical_, &dci, nullptr, &device_), "vkCreateDevice");
     vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
 
@@ -389,7 +451,8 @@ std::vector<VulkanDeviceInfo> list_vulkan_devices() {
     vk::Instance instance(false);
     std::vector<VulkanDeviceInfo> out;
     const auto pds = instance.physical_devices();
-    for (size_t i = 0; i < pds.size(); ++i) out.push_back(vk::describe_device(pds[i], static_cast<int>(i)));
+    for (size_t i = 0; i < pds.size(); ++i)
+        out.push_back(vk::describe_device(instance.handle(), pds[i], static_cast<int>(i)));
     const int best = vk::best_device(out);
     if (best >= 0) out[static_cast<size_t>(best)].chosen = true;
     return out;

@@ -41,7 +41,9 @@ private:
 };
 
 // What a physical device offers, and whether Strata can run on it.
-VulkanDeviceInfo describe_device(VkPhysicalDevice pd, int index);
+VulkanDeviceInfo describe_device(VkInstance instance, VkPhysicalDevice pd, int index);
+// Bytes of shared memory matmul_coopmat.comp declares (binary16 slices of x and w, a result matrix per subgroup).
+inline constexpr uint32_t kCoopmatSharedBytes = (64 + 128) * 5 * 16 + 4 * 256 * 4;
 // The index the backend picks when no --device is given, or -1 when no device is usable.
 int best_device(const std::vector<VulkanDeviceInfo>& devices);
 

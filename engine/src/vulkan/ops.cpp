@@ -121,6 +121,13 @@ constexpr WeightVariants kMatvecVecRopeF16Out{"matvec_vec_rope_f16out_f32", "mat
                                              "matvec_vec_rope_f16out_q5_k", "matvec_vec_rope_f16out_q6_k"};
 constexpr WeightVariants kMatmul{"matmul_f32", "matmul_f16", "matmul_bf16", "matmul_q8_0", "matmul_q4_0",
                                  "matmul_q4_k", "matmul_q5_k", "matmul_q6_k"};
+constexpr WeightVariants kMatmulCoopmat{"matmul_coopmat_f32", "matmul_coopmat_f16", "matmul_coopmat_bf16",
+                                        "matmul_coopmat_q8_0", "matmul_coopmat_q4_0", "matmul_coopmat_q4_k",
+                                        "matmul_coopmat_q5_k", "matmul_coopmat_q6_k"};
+constexpr WeightVariants kMatmulEmulated{"matmul_coopmat_emulated_f32", "matmul_coopmat_emulated_f16",
+                                         "matmul_coopmat_emulated_bf16", "matmul_coopmat_emulated_q8_0",
+                                         "matmul_coopmat_emulated_q4_0", "matmul_coopmat_emulated_q4_k",
+                                         "matmul_coopmat_emulated_q5_k", "matmul_coopmat_emulated_q6_k"};
 
 // The kernels with one variant, as each op builds them (prepare_kernels() builds the same ones at load).
 constexpr KernelShape kSwiglu{"swiglu", 3, sizeof(ElementwisePush)};
@@ -296,9 +303,13 @@ const Kernel& VulkanBackend::matvec_kernel(DType t, bool vec, uint32_t nt, Epilo
                   {tuning_.matvec_workgroup, tuning_.matvec_rows, nt, tuning_.byte_float_bits});
 }
 
-// matmul.comp and embed.comp have no constants of their own: ids 0-2 are placeholders, 3 is quant.glsl's.
+// matmul.comp (or matmul_coopmat.comp: the same tiles, bindings and push constants) and embed.comp have no
+// constants of their own: ids 0-2 are placeholders, 3 is quant.glsl's.
 const Kernel& VulkanBackend::matmul_kernel(DType t) {
-    return kernel(weight_variant(kMatmul, t), 3, sizeof(MatmulPush), {0, 0, 0, tuning_.byte_float_bits});
+    const WeightVariants& v = tuning_.prefill == KernelTuning::Prefill::Coopmat    ? kMatmulCoopmat
+                              : tuning_.prefill == KernelTuning::Prefill::Emulated ? kMatmulEmulated
+                                                                                    : kMatmul;
+    return kernel(weight_variant(v, t), 3, sizeof(MatmulPush), {0, 0, 0, tuning_.byte_float_bits});
 }
 const Kernel& VulkanBackend::embed_kernel(DType t) {
     return kernel(weight_variant(kEmbed, t), 3, sizeof(EmbedPush), {0, 0, 0, tuning_.byte_float_bits});
@@ -370,7 +381,8 @@ void VulkanBackend::matmul(Buf out, Buf x, const TensorView& w, int64_t T) {
 
     if (T <= tuning_.matvec_max_tokens) return matvec(out, x, d, T, Epilogue::Store);
 
-    // Prefill: tiles of 64 tokens x 128 rows; tokens split further when x or out would exceed one binding.
+    // Prefill: tiles of 64 tokens x 128 rows (on float32 FMAs or matrix units); tokens split further when x or out
+    // would exceed one binding.
     const Kernel& k = matmul_kernel(d.dtype);
     const int64_t per = std::max<int64_t>(1, max_binding_floats() / std::max(K, N));
     for (const DeviceTensor::Chunk& c : d.chunks) {

@@ -21,7 +21,21 @@ constexpr uint32_t kProfiledDispatches = 16384;  // per step; later dispatches g
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-KernelTuning tuning_for(const VulkanDeviceInfo& device) {
+// Storage buffers infos[0 .. n) at bindings 0 .. n-1 of set (n <= 8, the most any kernel binds).
+void write_storage_set(VkDevice device, VkDescriptorSet set, const VkDescriptorBufferInfo* infos, size_t n) {
+    VkWriteDescriptorSet writes[8];
+    for (size_t i = 0; i < n; ++i) {
+        writes[i] = make<VkWriteDescriptorSet>(VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET);
+        writes[i].dstSet = set;
+        writes[i].dstBinding = static_cast<uint32_t>(i);
+        writes[i].descriptorCount = 1;
+        writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        writes[i].pBufferInfo = &infos[i];
+    }
+    vkUpdateDescriptorSets(device, static_cast<uint32_t>(n), writes, 0, nullptr);
+}
+
+KernelTuning tuning_for(const VulkanDeviceInfo& device, bool exact) {
     KernelTuning t;
     // Flash tiles need subgroup shuffles; a row's lanes (up to 8) lie within one subgroup.
     const bool flash_ok = device.subgroup_shuffle && device.subgroup_size > 0;
@@ -88,6 +102,13 @@ KernelTuning tuning_for(const VulkanDeviceInfo& device) {
     }
     if (const char* e = std::getenv("STRATA_VK_FUSE")) t.fuse = std::string(e) != "0";
     if (const char* e = std::getenv("STRATA_VK_BYTE_FLOAT_BITS")) t.byte_float_bits = std::string(e) != "0";
+    // Matrix units round x and w to binary16: the fast path only (bench, generate), not the exact one.
+    if (device.cooperative_matrix && !exact) t.prefill = KernelTuning::Prefill::Coopmat;
+    if (const char* e = std::getenv("STRATA_VK_COOPMAT")) {
+        if (std::string(e) == "0") t.prefill = KernelTuning::Prefill::Float32;
+        if (std::string(e) == "1" && device.cooperative_matrix) t.prefill = KernelTuning::Prefill::Coopmat;
+        if (std::string(e) == "emulated") t.prefill = KernelTuning::Prefill::Emulated;
+    }
     // STRATA_VK_TILED_FROM=T: prompts of T tokens or more use the tiled matmul (tests reach it on lavapipe).
     if (const char* e = std::getenv("STRATA_VK_TILED_FROM")) {
         const long long from = std::atoll(e);
@@ -102,7 +123,7 @@ VulkanBackend::VulkanBackend(const BackendOptions& options) : options_(options) 
     ctx_ =
         std::make_unique<Context>(ContextOptions{options.device_index, options.validation, options.max_binding_range,
                                                  PipelineCache::default_folder(), options.device_local_limit});
-    tuning_ = tuning_for(ctx_->info());
+    tuning_ = tuning_for(ctx_->info(), options.exact);
     step_ = Sequence(*ctx_);
     descriptors_ = DescriptorArena(*ctx_);
     tokens_.memory = Memory::Upload;
@@ -119,6 +140,22 @@ VulkanBackend::VulkanBackend(const BackendOptions& options) : options_(options) 
     }
     // Bound in place of a buffer an op does not have (attention without probs); never read or written.
     dummy_ = new_slot(Buffer(*ctx_, 16, Memory::DeviceLocal, "placeholder buffer"), 4, "placeholder");
+    // Matrix units are used only once they gave the right product here: a driver that builds the kernel but
+    // computes it wrongly costs prompt speed, not garbage.
+    if (tuning_.prefill != KernelTuning::Prefill::Float32) {
+        std::string failed;
+        try {
+            failed = check_coopmat();
+        } catch (const DeviceLostError&) {
+            throw;
+        } catch (const Error& e) {
+            failed = e.what();
+        }
+        if (!failed.empty()) {
+            prefill_note_ = "the cooperative-matrix kernel failed its check on this device (" + failed + ")";
+            tuning_.prefill = KernelTuning::Prefill::Float32;
+        }
+    }
 }
 
 VulkanBackend::~VulkanBackend() {
@@ -129,6 +166,15 @@ VulkanBackend::~VulkanBackend() {
     if (timestamps_) vkDestroyQueryPool(ctx_->device(), timestamps_, nullptr);
 }
 
+VkDescriptorSet VulkanBackend::one_off_set(const Kernel& k, std::initializer_list<const Buffer*> buffers) {
+    forget_descriptor_sets();
+    const VkDescriptorSet set = descriptors_.allocate(k.set_layout());
+    std::vector<VkDescriptorBufferInfo> infos;
+    for (const Buffer* b : buffers) infos.push_back({b->handle(), 0, b->size()});
+    write_storage_set(ctx_->device(), set, infos.data(), infos.size());
+    return set;
+}
+
 BackendInfo VulkanBackend::info() const {
     const VulkanDeviceInfo& d = ctx_->info();
     BackendInfo i;
@@ -137,6 +183,17 @@ BackendInfo VulkanBackend::info() const {
     i.device_type = d.type;
     if (d.type == "cpu" && d.name.find("llvmpipe") != std::string::npos) i.device_type = "cpu (lavapipe)";
     i.driver = d.driver + ", Vulkan " + d.api_version;
+    switch (tuning_.prefill) {
+        case KernelTuning::Prefill::Coopmat:
+            i.kernels = "prefill matmul on matrix units (VK_NV_cooperative_matrix: binary16 operands, float32 sums)";
+            break;
+        case KernelTuning::Prefill::Emulated:
+            i.kernels = "prefill matmul: the cooperative-matrix kernel emulated (binary16 operands, float32 FMAs)";
+            break;
+        case KernelTuning::Prefill::Float32:
+            i.kernels = "prefill matmul: float32 FMA tiles" + (prefill_note_.empty() ? "" : "; " + prefill_note_);
+            break;
+    }
     return i;
 }
 
@@ -376,16 +433,7 @@ void VulkanBackend::dispatch(const Kernel& k, std::span<const Binding> bindings,
     VkDescriptorSet& set = set_cache_[key];
     if (!set) {
         set = descriptors_.allocate(key.layout);
-        VkWriteDescriptorSet writes[8];
-        for (size_t i = 0; i < bindings.size(); ++i) {
-            writes[i] = make<VkWriteDescriptorSet>(VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET);
-            writes[i].dstSet = set;
-            writes[i].dstBinding = static_cast<uint32_t>(i);
-            writes[i].descriptorCount = 1;
-            writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-            writes[i].pBufferInfo = &infos[i];
-        }
-        vkUpdateDescriptorSets(ctx_->device(), static_cast<uint32_t>(bindings.size()), writes, 0, nullptr);
+        write_storage_set(ctx_->device(), set, infos, bindings.size());
         ++stats_.descriptor_writes;
     }
     ++stats_.dispatches;

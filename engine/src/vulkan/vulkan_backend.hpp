@@ -118,6 +118,12 @@ struct KernelTuning {
     // subtraction, where a GPU converts integers at a fraction of its float rate) or by conversion (a CPU device,
     // where conversion is one instruction). The same floats either way. STRATA_VK_BYTE_FLOAT_BITS=0|1 overrides.
     bool byte_float_bits = true;
+    // Where the prefill matmul runs: matmul.comp (float32 FMAs), matmul_coopmat.comp on matrix units (binary16
+    // operands: the fast path, BackendOptions::exact false, on a device with VK_NV_cooperative_matrix; the kernel
+    // is checked on the device when the backend is made, and not used if its result is wrong), or that kernel's
+    // emulated form (the same binary16 staging with float32 FMAs, any device: tests). STRATA_VK_COOPMAT=0 keeps
+    // matmul.comp, =1 takes matrix units even on the exact path (tests), =emulated asks for the emulation.
+    enum class Prefill { Float32, Coopmat, Emulated } prefill = Prefill::Float32;
 };
 
 class VulkanBackend final : public Backend {
@@ -167,6 +173,9 @@ public:
     std::string profile_report() const;
     Context& context() { return *ctx_; }
     size_t kernels_built() const { return kernels_.size(); }  // pipelines built so far (tests: none in a step)
+    // The cooperative-matrix kernel (or its emulation) on an exactly representable product with partial tiles:
+    // "" when the device's result is exact, else what differs (coopmat_check.cpp).
+    std::string check_coopmat();
 
 private:
     // ---- buffers (vulkan_backend.cpp)
@@ -259,6 +268,7 @@ private:
     BackendOptions options_;
     std::unique_ptr<Context> ctx_;  // first member: destroyed last, after everything that borrows it
     KernelTuning tuning_;
+    std::string prefill_note_;  // why the prefill matmul is not on matrix units when the device has them
     std::map<std::string, Kernel, std::less<>> kernels_;
     std::vector<Slot> slots_;
     std::vector<uint32_t> free_slots_;
@@ -296,6 +306,9 @@ private:
         set_cache_.clear();
         sets_stale_ = true;
     }
+    // A set binding each of `buffers` whole at bindings 0, 1, ..., for a one-off run outside a step (the
+    // bandwidth probe, the cooperative-matrix check): the cache is forgotten, as these buffers die soon.
+    VkDescriptorSet one_off_set(const Kernel& k, std::initializer_list<const Buffer*> buffers);
     HostArena tokens_;
     HostArena results_;
     VkQueryPool timestamps_ = VK_NULL_HANDLE;  // [0] step start, [1] step end, [2..] per dispatch when profiling
