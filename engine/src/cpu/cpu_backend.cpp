@@ -308,8 +308,8 @@ void CpuBackend::rope(Buf x, int64_t T, int64_t n_heads, int64_t pos0) {
 
 void CpuBackend::attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs) {
     const int64_t L = pos0 + T, kv_dim = config("attention").kv_dim();
-    attend(out, q, span_of(k_cache, L * kv_dim, "attention"), span_of(v_cache, L * kv_dim, "attention"), T, pos0,
-           probs);
+    attend(out, q, {span_of(k_cache, L * kv_dim, "attention")}, {span_of(v_cache, L * kv_dim, "attention")}, T,
+           pos0, probs);
 }
 
 void CpuBackend::store_f16(Buf dst, Buf src, int64_t n) {
@@ -321,23 +321,20 @@ void CpuBackend::store_f16(Buf dst, Buf src, int64_t n) {
 }
 
 void CpuBackend::attention_f16(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs) {
-    // The cache's first L rows widened into float32 scratch, then the same attention: the values are exact, so
-    // the result is what a float32 cache holding the binary16 values gives (memory saved, not time). Widened by
-    // vcvtph2ps where the CPU has F16C, over the threads (a scalar loop made the 1B model's decode at 1024 keys
-    // 1.6x slower than with a float32 cache).
+    // The same attention, each key and value row widened exactly as it is read (into a row of scratch in L1, by
+    // vcvtph2ps where the CPU has F16C), so the result is what a float32 cache holding the binary16 values gives,
+    // bit for bit, while half the bytes come from memory. (The first version widened the cache's first L rows
+    // into float32 scratch per layer and step: the 1B model's decode after 2048 tokens ~20% slower than with a
+    // float32 cache.)
     const int64_t n = (pos0 + T) * config("attention").kv_dim();
-    for (auto [cache, wide] : {std::pair{k_cache, &kv_wide_[0]}, std::pair{v_cache, &kv_wide_[1]}}) {
-        // Little-endian words: element 2i is the low half, so the words read as consecutive halves.
-        const auto* h = reinterpret_cast<const uint16_t*>(span_of(cache, n / 2, "attention_f16"));
-        wide->resize(static_cast<size_t>(n));
-        float* out = wide->data();
-        pool_.parallel_for(n, 1 << 14,
-                           [&](int64_t i0, int64_t i1) { widen_f16(h + i0, out + i0, i1 - i0, float_isa_); });
-    }
-    attend(out, q, kv_wide_[0].data(), kv_wide_[1].data(), T, pos0, probs);
+    // Little-endian words: element 2i is the low half, so the words read as consecutive halves.
+    auto halves = [&](Buf cache) {
+        return KvRows{nullptr, reinterpret_cast<const uint16_t*>(span_of(cache, n / 2, "attention_f16"))};
+    };
+    attend(out, q, halves(k_cache), halves(v_cache), T, pos0, probs);
 }
 
-void CpuBackend::attend(Buf out, Buf q, const float* keys, const float* values, int64_t T, int64_t pos0, Buf probs) {
+void CpuBackend::attend(Buf out, Buf q, KvRows keys, KvRows values, int64_t T, int64_t pos0, Buf probs) {
     const ModelConfig& c = config("attention");
     const int64_t head_dim = c.head_dim, n_heads = c.n_heads, n_rep = c.n_rep();
     const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), L = pos0 + T;
@@ -349,15 +346,23 @@ void CpuBackend::attend(Buf out, Buf q, const float* keys, const float* values, 
     // One work item per (head, query): heads alone would leave threads idle on models with few heads.
     pool_.parallel_for(n_heads * T, 1, [&](int64_t i0, int64_t i1) {
         thread_local std::vector<float> scores;  // [pos0 + t + 1]
+        thread_local std::vector<float> wide;    // [head_dim]: a binary16 row widened
+        wide.resize(static_cast<size_t>(head_dim));
         for (int64_t item = i0; item < i1; ++item) {
             const int64_t h = item / T, t = item % T;
             const int64_t kv_h = h / n_rep;     // grouped-query: n_rep query heads share a kv head
+            auto row = [&](const KvRows& rows, int64_t j) -> const float* {  // [head_dim] of key / value j
+                const int64_t at = j * kv_dim + kv_h * head_dim;
+                if (rows.f32) return rows.f32 + at;
+                widen_f16(rows.f16 + at, wide.data(), head_dim, float_isa_);
+                return wide.data();
+            };
             const int64_t n_keys = pos0 + t + 1;  // causal mask: keys up to the query's own position
             scores.resize(static_cast<size_t>(n_keys));
             const float* qv = xq + t * q_dim + h * head_dim;  // [head_dim]
             float mx = -std::numeric_limits<float>::infinity();
             for (int64_t j = 0; j < n_keys; ++j) {
-                const float s = dot(qv, keys + j * kv_dim + kv_h * head_dim, head_dim) * scale;
+                const float s = dot(qv, row(keys, j), head_dim) * scale;
                 scores[static_cast<size_t>(j)] = s;
                 mx = std::max(mx, s);
             }
@@ -373,12 +378,12 @@ void CpuBackend::attend(Buf out, Buf q, const float* keys, const float* values, 
             for (int64_t j = 0; j < n_keys; ++j) {
                 const float p = scores[static_cast<size_t>(j)] * inv;
                 scores[static_cast<size_t>(j)] = p;
-                axpy(p, values + j * kv_dim + kv_h * head_dim, ov, head_dim);
+                axpy(p, row(values, j), ov, head_dim);
             }
             if (p_out) {
-                float* row = p_out + (h * T + t) * L;  // [L]
-                std::copy(scores.begin(), scores.end(), row);
-                std::fill(row + n_keys, row + L, 0.0f);
+                float* row_out = p_out + (h * T + t) * L;  // [L]
+                std::copy(scores.begin(), scores.end(), row_out);
+                std::fill(row_out + n_keys, row_out + L, 0.0f);
             }
         }
     });

@@ -53,8 +53,12 @@ private:
     float* span_of(Buf b, int64_t n, const char* op);
     const ModelConfig& config(const char* op) const;
     // attention() over the cache rows at keys and values ([pos0 + T, kv_dim] floats each).
-    void attend(Buf out, Buf q, const float* keys, const float* values, int64_t T, int64_t pos0, Buf probs);
-    std::vector<float> kv_wide_[2];  // attention_f16: the keys' and values' rows widened to float32
+    // The cache's rows as float32 (f32) or binary16 (f16, the other null).
+    struct KvRows {
+        const float* f32 = nullptr;
+        const uint16_t* f16 = nullptr;
+    };
+    void attend(Buf out, Buf q, KvRows keys, KvRows values, int64_t T, int64_t pos0, Buf probs);
 
     ThreadPool pool_;
     CpuIsa isa_;        // the integer-dot kernels'
