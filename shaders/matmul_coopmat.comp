@@ -18,7 +18,6 @@ layout(local_size_x = 128) in;
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-#extension GL_KHR_shader_subgroup_basic : require
 #endif
 #define BM 64u   // tokens per tile
 #define BN 128u  // weight rows (output features) per tile

@@ -7,7 +7,6 @@
 // when it was made (coopmat_check.cpp; the emulated form goes through the same check here). Only the fast path
 // (BackendOptions::exact false: bench, generate) takes matrix units by default; STRATA_VK_COOPMAT=1 forces them.
 #include <cmath>
-#include <limits>
 
 #include "strata/dtype.hpp"
 #include "strata/npy.hpp"
@@ -39,13 +38,7 @@ std::unique_ptr<OwnedTensor> weights(DType t, int64_t N, int64_t K, uint64_t see
         auto owned = std::make_unique<OwnedTensor>();
         owned->bytes.resize(dtype_bytes(t, N * K));
         quant::quantize(t, v.data(), owned->bytes.data(), N * K);
-        TensorView& view = owned->view;
-        view.name = view.source_name = "w";
-        view.dtype = t;
-        view.shape = {N, K};
-        view.data = owned->bytes.data();
-        view.nbytes = owned->bytes.size();
-        view.file = "(test)";
+        view_own_bytes(*owned, "w", t, {N, K});
         return owned;
     }
     return make_tensor("w", t, {N, K}, v);

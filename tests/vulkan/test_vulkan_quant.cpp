@@ -69,14 +69,7 @@ std::unique_ptr<OwnedTensor> random_blocks(const std::string& name, DType t, int
                 const uint16_t h = draw_scale(rng, scales_of(r));
                 std::memcpy(owned->bytes.data() + (r * per_row + i) * bb + off, &h, 2);
             }
-    TensorView& v = owned->view;
-    v.name = name;
-    v.source_name = name;
-    v.dtype = t;
-    v.shape = {rows, cols};
-    v.data = owned->bytes.data();
-    v.nbytes = owned->bytes.size();
-    v.file = "(test)";
+    view_own_bytes(*owned, name, t, {rows, cols});
     return owned;
 }
 

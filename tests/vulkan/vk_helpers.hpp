@@ -86,6 +86,17 @@ struct OwnedTensor {
     TensorView view;
 };
 
+// t's view over its own bytes (filled by the caller), as stored type `type` and `shape`.
+inline void view_own_bytes(OwnedTensor& t, const std::string& name, DType type, std::vector<int64_t> shape) {
+    t.view.name = name;
+    t.view.source_name = name;
+    t.view.dtype = type;
+    t.view.shape = std::move(shape);
+    t.view.data = t.bytes.data();
+    t.view.nbytes = t.bytes.size();
+    t.view.file = "(test)";
+}
+
 inline std::unique_ptr<OwnedTensor> make_tensor(const std::string& name, DType type, std::vector<int64_t> shape,
                                                 const std::vector<float>& values) {
     auto t = std::make_unique<OwnedTensor>();
@@ -99,13 +110,7 @@ inline std::unique_ptr<OwnedTensor> make_tensor(const std::string& name, DType t
             std::memcpy(t->bytes.data() + 2 * i, &h, 2);
         }
     }
-    t->view.name = name;
-    t->view.source_name = name;
-    t->view.dtype = type;
-    t->view.shape = std::move(shape);
-    t->view.data = t->bytes.data();
-    t->view.nbytes = t->bytes.size();
-    t->view.file = "(test)";
+    view_own_bytes(*t, name, type, std::move(shape));
     return t;
 }
 

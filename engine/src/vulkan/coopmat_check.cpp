@@ -11,14 +11,6 @@
 
 namespace strata::vk {
 
-namespace {
-
-struct CheckPush {  // matmul_coopmat.comp's push constants
-    uint32_t T, rows, cols, x_first, o_first, o_stride, tiles_n;
-};
-
-}  // namespace
-
 std::string VulkanBackend::check_coopmat() {
     constexpr uint32_t T = 70, N = 136, K = 96;  // 2 x 2 tiles of 64 tokens x 128 rows, both partial; 3 slices
     std::vector<float> x(size_t(T) * K), w(size_t(N) * K);
@@ -35,7 +27,7 @@ std::string VulkanBackend::check_coopmat() {
     const Kernel& k = matmul_kernel(DType::F32);
     const VkDescriptorSet set = one_off_set(k, {&wb, &xb, &ob});
     const uint32_t tiles_n = (N + 127) / 128, tiles_t = (T + 63) / 64;
-    const CheckPush push{T, N, K, 0, 0, N, tiles_n};
+    const MatmulPush push{T, N, K, 0, 0, N, tiles_n};
 
     OneShot once(*ctx_);
     VkCommandBuffer cmd = once.cmd();

@@ -45,9 +45,6 @@ struct MatvecPush {
     uint32_t row_base, half_dim, table_first;  // ROPE only: the other variants declare the fields above
 };
 constexpr uint32_t kMatvecPushBytes = 7 * sizeof(uint32_t);
-struct MatmulPush {
-    uint32_t T, rows, cols, x_first, o_first, o_stride, tiles_n;
-};
 struct RopePush {
     uint32_t T, pairs_per_row, half_dim, x_first, table_first;
 };

@@ -69,6 +69,11 @@ struct KernelShape {
 
 // The names of one weight-reading shader's variants, one per stored type (nullptr: that type is not supported
 // by the shader). Block types are read from their GGUF blocks (shaders/quant.glsl).
+// The push constants of matmul.comp and matmul_coopmat.comp (ops.cpp records them; coopmat_check.cpp too).
+struct MatmulPush {
+    uint32_t T, rows, cols, x_first, o_first, o_stride, tiles_n;
+};
+
 struct WeightVariants {
     const char* f32;
     const char* f16;
