@@ -382,7 +382,18 @@ Context::Context(const ContextOptions& options) {
         dci.enabledExtensionCount = 1;
         dci.ppEnabledExtensionNames = &coopmat_extension;
     }
-    check(vkCreateDevice(physical_, &dci, nullptr, &device_), "vkCreateDevice");
+    VkResult created = vkCreateDevice(physical_, &dci, nullptr, &device_);
+    if (created != VK_SUCCESS && created != VK_ERROR_DEVICE_LOST && info_.cooperative_matrix) {
+        // A driver that lists the extension and features but refuses them costs prompt speed, not the device.
+        coopmat_note_ = "the device refused the cooperative-matrix extension (vkCreateDevice: " +
+                        result_name(created) + ")";
+        info_.cooperative_matrix = false;
+        dci.pNext = nullptr;
+        dci.enabledExtensionCount = 0;
+        dci.ppEnabledExtensionNames = nullptr;
+        created = vkCreateDevice(physical_, &dci, nullptr, &device_);
+    }
+    check(created, "vkCreateDevice");
     vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
 
     auto pci = make<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);

@@ -63,6 +63,8 @@ public:
     PipelineCache& pipeline_cache() { return *pipeline_cache_; }
     const VkPhysicalDeviceLimits& limits() const { return properties_.limits; }
     const VulkanDeviceInfo& info() const { return info_; }
+    // Why the prefill matmul cannot use matrix units although the device listed them ("" when nothing refused).
+    const std::string& coopmat_note() const { return coopmat_note_; }
     bool validation() const { return validation_; }
 
     // The largest range one storage-buffer binding may cover: maxStorageBufferRange, or the tests' smaller
@@ -117,6 +119,7 @@ private:
     VkPhysicalDeviceProperties properties_{};
     VkPhysicalDeviceMemoryProperties memory_{};
     VulkanDeviceInfo info_;
+    std::string coopmat_note_;
     VkDevice device_ = VK_NULL_HANDLE;
     VkQueue queue_ = VK_NULL_HANDLE;
     uint32_t queue_family_ = 0;

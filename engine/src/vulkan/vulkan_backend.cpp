@@ -124,6 +124,7 @@ VulkanBackend::VulkanBackend(const BackendOptions& options) : options_(options) 
         std::make_unique<Context>(ContextOptions{options.device_index, options.validation, options.max_binding_range,
                                                  PipelineCache::default_folder(), options.device_local_limit});
     tuning_ = tuning_for(ctx_->info(), options.exact);
+    prefill_note_ = ctx_->coopmat_note();
     step_ = Sequence(*ctx_);
     descriptors_ = DescriptorArena(*ctx_);
     tokens_.memory = Memory::Upload;
