@@ -30,10 +30,15 @@
 #                                        the CPU backend on a 2-layer 8B shape), quant (each block type on 2 layers)
 #   scripts/gpu-bench.sh --bundle DIR    run on a Debian 12 machine that builds Strata: copies what a bare GPU
 #                                        machine may lack (Vulkan headers + loader, glslc, glm, PCRE2 headers,
-#                                        Catch2 2, nlohmann_json, the validation layer, the tokenizer) into DIR
+#                                        Catch2 2, nlohmann_json, the validation layer, the tokenizer, libglvnd's
+#                                        packages, the golden data) into DIR and packs it as DIR.tar.xz
 #
-# A bundle at $STRATA_GPU_DEPS (default: build-gpudeps/ in the checkout, which git ignores) is used when present;
-# without one the machine's own packages must do. A dry run on a machine without a GPU (lavapipe):
+# A bundle at $STRATA_GPU_DEPS (default: build-gpudeps/ in the checkout, which git ignores), or its DIR.tar.xz, is
+# used when present; without one the machine's own packages must do. Before the first phase that needs the device
+# the script checks that the Vulkan loader finds it (the loader's report in $OUT/loader.txt) and, if not, unpacks
+# the bundle's libglvnd packages and names NVIDIA's ICD; with no device after that it stops. On the lent GPU
+# machine (its tool takes back 8 files, the checkout and carried paths 64 MiB):
+#   carry build-gpudeps.tar.xz;  OUT_DEV=$OUT; OUT=/tmp/gpu-bench STRATA_GPU_PACK=$OUT_DEV scripts/gpu-bench.sh A dry run on a machine without a GPU (lavapipe):
 #   STRATA_GPU_SHAPE=1b STRATA_GPU_LAYERS=1 STRATA_GPU_PROMPT=8 STRATA_GPU_GEN=2 scripts/gpu-bench.sh
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -61,7 +66,19 @@ if [ "${1:-}" = "--bundle" ]; then
       /usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json > "$dest/layers/VkLayer_khronos_validation.json"
   tok="${STRATA_CACHE_DIR:-$HOME/.cache/strata}/tokenizer/tokenizer.json"  # as scripts/setup caches it
   [ -f "$tok" ] && mkdir -p "$dest/cache/tokenizer" && cp "$tok" "$dest/cache/tokenizer/"
-  du -sh "$dest"
+  # A bare GPU machine may lack the loader's and NVIDIA's Vulkan driver's own needs (libglvnd: the ICD,
+  # libGLX_nvidia.so.0, does not load without libGLdispatch.so.0; the loader's vkCreateInstance then says
+  # VK_ERROR_INCOMPATIBLE_DRIVER). Debian's packages, unpacked there only when no device is found.
+  mkdir -p "$dest/debs" /tmp/strata-apt-lists/partial
+  apt_o=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/strata-apt-lists)
+  apt-get "${apt_o[@]}" update -q > /dev/null
+  (cd "$dest/debs" && apt-get "${apt_o[@]}" download libvulkan1 libglvnd0 libgl1 libglx0 libegl1 libopengl0 libgles2)
+  # The golden data, so the whole-model tests run there too.
+  ref="${STRATA_REFERENCE_DIR:-$here/../shared/reference}"
+  [ -d "$ref" ] && cp -r "$ref" "$dest/reference"
+  # What travels: the folder is too big beside the checkout (64 MiB in all), its xz archive is not (~45 MB).
+  tar -C "$(dirname "$dest")" -cf - "$(basename "$dest")" | xz -T0 -6 > "$dest.tar.xz"
+  du -sh "$dest" "$dest.tar.xz"
   exit 0
 fi
 
@@ -81,6 +98,10 @@ export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
 chmod 700 "$XDG_RUNTIME_DIR"
 
 cmake_extra=()
+[ ! -d "$DEPS" ] && [ -f "$DEPS.tar.xz" ] && tar -C "$(dirname "$DEPS")" -xJf "$DEPS.tar.xz"
+if [ -z "${STRATA_REFERENCE_DIR:-}" ] && [ ! -d "$here/../shared/reference" ] && [ -d "$DEPS/reference" ]; then
+  export STRATA_REFERENCE_DIR="$DEPS/reference"
+fi
 if [ -d "$DEPS" ]; then
   export VULKAN_SDK="$DEPS"                       # FindVulkan: include/, lib/, bin/glslc
   export PATH="$DEPS/bin:$PATH"
@@ -281,12 +302,59 @@ PY
   cat "$OUT/summary.txt" >&2
 }
 
+# Vulkan's driver, found before the first phase that needs the device, with the loader's own report in
+# $OUT/loader.txt. A bare machine may not load NVIDIA's driver: then the bundle's libglvnd and loader packages are
+# unpacked (as root, where ldconfig lacks libGLdispatch.so.0), then NVIDIA's ICD is named directly.
+driver_found() {
+  VK_LOADER_DEBUG=error,warn,driver timeout 60 "$cli" devices > "$OUT/loader.txt" 2>&1
+  ! grep -q "no usable Vulkan device" "$OUT/loader.txt"
+}
+find_driver() {
+  driver_found && return 0
+  cp "$OUT/loader.txt" "$OUT/loader-before.txt"
+  if [ -d "$DEPS/debs" ] && [ "$(id -u)" -eq 0 ] && ! ldconfig -p | grep -q libGLdispatch.so.0; then
+    echo "driver: none found; unpacking the bundle's libglvnd and Vulkan loader packages" >&2
+    for f in "$DEPS"/debs/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+    driver_found && return 0
+  fi
+  local icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  if [ -f "$icd" ] && [ -z "${VK_DRIVER_FILES:-}" ]; then
+    echo "driver: none found; naming $icd" >&2
+    export VK_DRIVER_FILES="$icd"
+    driver_found && return 0
+  fi
+  printf '%-10s rc=1   no Vulkan device (loader.txt)\n' driver >> "$OUT/phases.txt"
+  echo "driver: no Vulkan device; the loader's report ($OUT/loader.txt) ends:" >&2
+  tail -20 "$OUT/loader.txt" >&2
+  return 1
+}
+
+# STRATA_GPU_PACK=DIR (the device tool's $OUT, which takes back at most 8 files): the results as one archive
+# there, with the summary and the phases beside it.
+pack() {
+  [ -n "${STRATA_GPU_PACK:-}" ] || return 0
+  mkdir -p "$STRATA_GPU_PACK"
+  tar -C "$(dirname "$OUT")" -czf "$STRATA_GPU_PACK/gpu-bench.tgz" "$(basename "$OUT")"
+  cp "$OUT/summary.txt" "$OUT/phases.txt" "$STRATA_GPU_PACK/" 2>/dev/null
+  echo "---- phases"; cat "$OUT/phases.txt"
+  echo "---- tests"; tail -4 "$OUT/tests.txt" 2>/dev/null
+}
+
 phases=("$@")
 [ ${#phases[@]} -eq 0 ] && phases=(info build model tests bench profile q4km nocoopmat noflash convert kvf16 flashwg)
 model_pid=
 quant_pid=
 wait_model() { [ -n "$model_pid" ] && wait "$model_pid"; model_pid=; }
+driver_checked=0
 for p in "${phases[@]}"; do
+  case "$p" in
+    info|build|model) ;;
+    *) if [ "$driver_checked" = 0 ]; then
+         driver_checked=1
+         find_driver || { wait_model; summary; pack; exit 1; }
+       fi ;;
+  esac
   case "$p" in
     info) phase info 30 do_info ;;
     build) phase build 300 do_build || { echo "build failed: see $OUT/build.log" >&2; exit 1; } ;;
@@ -313,4 +381,5 @@ done
 wait_model
 [ -n "$quant_pid" ] && wait "$quant_pid"
 summary
+pack
 exit 0
