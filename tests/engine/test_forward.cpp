@@ -317,7 +317,7 @@ TEST_CASE("check_weights_finite finds Inf and NaN in F32 and F16 weights", "[for
 }
 
 TEST_CASE("a context too large for memory is refused before anything is allocated, saying how much", "[forward][memory]") {
-    using Catch::Matchers::Contains;
+    using Catch::Contains;
     Loaded& g = golden();
     // 2^32 positions: 6 TiB of float32 cache for this model (zero-filled, that was the OOM killer or bad_alloc).
     const int64_t huge = int64_t(1) << 32;

@@ -20,7 +20,7 @@
 
 namespace fs = std::filesystem;
 using namespace strata;
-using Catch::Matchers::Contains;
+using Catch::Contains;
 using test::PickleBytes;
 
 namespace {

@@ -16,7 +16,7 @@
 #include "support.hpp"
 
 using namespace strata;
-using Catch::Matchers::Contains;
+using Catch::Contains;
 
 namespace {
 

@@ -14,7 +14,7 @@
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-using Catch::Matchers::Contains;
+using Catch::Contains;
 using namespace strata;
 using namespace strata::test;
 using namespace strata::test::hf;

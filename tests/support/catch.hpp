@@ -10,7 +10,14 @@
 #endif
 #ifdef STRATA_CATCH3
 #include <catch2/catch_all.hpp>
+#include <string>
 using Catch::Approx;
+namespace Catch {
+// v2's name for the substring matcher (v3's Matchers::Contains matches elements of a range).
+inline Matchers::StringContainsMatcher Contains(const std::string& s, CaseSensitive cs = CaseSensitive::Yes) {
+    return Matchers::ContainsSubstring(s, cs);
+}
+}  // namespace Catch
 #else
 #include <catch2/catch.hpp>
 #endif

@@ -11,7 +11,7 @@
 
 using namespace strata;
 using namespace strata::test;
-using Catch::Matchers::Contains;
+using Catch::Contains;
 using Catch::Matchers::StartsWith;
 
 namespace {

@@ -12,7 +12,7 @@
 
 using namespace strata;
 using namespace strata::test;
-using Catch::Matchers::Contains;
+using Catch::Contains;
 
 TEST_CASE("the validation message collector records a deliberate validation error", "[vulkan][reliability]") {
     clear_vulkan_validation_messages();
