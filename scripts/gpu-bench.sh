@@ -38,7 +38,8 @@
 # the script checks that the Vulkan loader finds it (the loader's report in $OUT/loader.txt) and, if not, unpacks
 # the bundle's libglvnd packages and names NVIDIA's ICD; with no device after that it stops. On the lent GPU
 # machine (its tool takes back 8 files, the checkout and carried paths 64 MiB):
-#   carry build-gpudeps.tar.xz;  OUT_DEV=$OUT; OUT=/tmp/gpu-bench STRATA_GPU_PACK=$OUT_DEV scripts/gpu-bench.sh A dry run on a machine without a GPU (lavapipe):
+#   carry build-gpudeps.tar.xz;  OUT_DEV=$OUT; OUT=/tmp/gpu-bench STRATA_GPU_PACK=$OUT_DEV scripts/gpu-bench.sh
+# A dry run on a machine without a GPU (lavapipe):
 #   STRATA_GPU_SHAPE=1b STRATA_GPU_LAYERS=1 STRATA_GPU_PROMPT=8 STRATA_GPU_GEN=2 scripts/gpu-bench.sh
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -357,7 +358,7 @@ for p in "${phases[@]}"; do
   esac
   case "$p" in
     info) phase info 30 do_info ;;
-    build) phase build 300 do_build || { echo "build failed: see $OUT/build.log" >&2; exit 1; } ;;
+    build) phase build 300 do_build || { echo "build failed: see $OUT/build.log" >&2; wait_model; pack; exit 1; } ;;
     # Writing the synthetic model (disk and CPU) overlaps the tests (GPU); bench waits for it.
     model) phase model 240 do_model & model_pid=$! ;;
     tests) phase tests 150 do_tests ;;
