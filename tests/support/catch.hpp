@@ -1,14 +1,8 @@
 #pragma once
-// Catch2 v2 (Debian 12) or v3 (Debian 13, Ubuntu 24.04): the major version CMake found (STRATA_CATCH2_MAJOR), so
-// that a machine with both (v3 installed, v2 in a bundle, as on a bare GPU machine) compiles against the one linked.
-#if defined(STRATA_CATCH2_MAJOR)
+// Catch2 v2 (Debian 12) or v3 (Debian 13, Ubuntu 24.04): the major version CMake found and links
+// (STRATA_CATCH2_MAJOR, tests/CMakeLists.txt), not whichever headers the include path shows first: a machine may
+// have both (v3 installed, v2 in the GPU machine's bundle).
 #if STRATA_CATCH2_MAJOR >= 3
-#define STRATA_CATCH3 1
-#endif
-#elif __has_include(<catch2/catch_all.hpp>)
-#define STRATA_CATCH3 1
-#endif
-#ifdef STRATA_CATCH3
 #include <catch2/catch_all.hpp>
 #include <string>
 using Catch::Approx;
