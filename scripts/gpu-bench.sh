@@ -310,24 +310,62 @@ driver_found() {
   VK_LOADER_DEBUG=error,warn,driver timeout 60 "$cli" devices > "$OUT/loader.txt" 2>&1
   ! grep -q "no usable Vulkan device" "$OUT/loader.txt"
 }
+nvidia_dirs=(/usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib /lib/x86_64-linux-gnu /usr/local/nvidia/lib64 /usr/local/nvidia/lib
+             /usr/local/lib /usr/local/cuda/compat)
+driver_report() {  # what a failed driver load needs explained, in $OUT/driver.txt
+  {
+    echo "== id"; id
+    echo "== environment"; env | grep -E '^(LD_LIBRARY_PATH|NVIDIA_|VK_|PATH)=' | sort
+    echo "== ICD manifests"
+    for f in /usr/share/vulkan/icd.d/*.json /etc/vulkan/icd.d/*.json /usr/local/share/vulkan/icd.d/*.json \
+             /usr/local/nvidia/share/vulkan/icd.d/*.json /usr/local/nvidia/icd.d/*.json; do
+      [ -f "$f" ] && { echo "-- $f"; cat "$f"; echo; }
+    done
+    echo "== NVIDIA's user-space libraries, glvnd, loaders"
+    find "${nvidia_dirs[@]}" -maxdepth 1 \( -name 'libGLX_nvidia*' -o -name 'libnvidia-*' -o -name 'libGLdispatch*' \
+         -o -name 'libvulkan*' -o -name 'libEGL_nvidia*' -o -name 'libcuda.so*' \) 2>/dev/null | sort
+    echo "== ldd of NVIDIA's Vulkan driver"
+    find "${nvidia_dirs[@]}" -maxdepth 1 -name 'libGLX_nvidia.so.0' 2>/dev/null | while read -r l; do echo "-- $l"; ldd "$l"; done
+    echo "== ldconfig"; ldconfig -p 2>&1 | grep -E -i 'nvidia|GLdispatch|vulkan'
+  } > "$OUT/driver.txt" 2>&1
+}
 find_driver() {
   driver_found && return 0
   cp "$OUT/loader.txt" "$OUT/loader-before.txt"
+  driver_report
   if [ -d "$DEPS/debs" ] && [ "$(id -u)" -eq 0 ] && ! ldconfig -p | grep -q libGLdispatch.so.0; then
     echo "driver: none found; unpacking the bundle's libglvnd and Vulkan loader packages" >&2
     for f in "$DEPS"/debs/*.deb; do dpkg -x "$f" /; done
     ldconfig
     driver_found && return 0
   fi
-  local icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  # NVIDIA's driver where the dynamic linker does not look (a container's /usr/local/nvidia/lib64): on the
+  # library path, and a manifest that names it by its full path.
+  local lib dir icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  lib="$(find "${nvidia_dirs[@]}" -maxdepth 1 -name 'libGLX_nvidia.so.0' 2>/dev/null | head -1)"
+  if [ -n "$lib" ] && [ -z "${VK_DRIVER_FILES:-}" ]; then
+    dir="$(dirname "$lib")"
+    echo "driver: none found; $lib on the library path, named by a manifest of our own" >&2
+    export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$dir"
+    if [ -f "$icd" ]; then
+      sed "s|\"library_path\": *\"[^\"]*\"|\"library_path\": \"$lib\"|" "$icd" > "$OUT/nvidia_icd.json"
+    else
+      printf '{"file_format_version": "1.0.1", "ICD": {"library_path": "%s", "api_version": "1.3.0"}}\n' "$lib" \
+        > "$OUT/nvidia_icd.json"
+    fi
+    export VK_DRIVER_FILES="$OUT/nvidia_icd.json"
+    driver_found && return 0
+    unset VK_DRIVER_FILES
+  fi
   if [ -f "$icd" ] && [ -z "${VK_DRIVER_FILES:-}" ]; then
     echo "driver: none found; naming $icd" >&2
     export VK_DRIVER_FILES="$icd"
     driver_found && return 0
   fi
-  printf '%-10s rc=1   no Vulkan device (loader.txt)\n' driver >> "$OUT/phases.txt"
+  printf '%-10s rc=1   no Vulkan device (loader.txt, driver.txt)\n' driver >> "$OUT/phases.txt"
   echo "driver: no Vulkan device; the loader's report ($OUT/loader.txt) ends:" >&2
   tail -20 "$OUT/loader.txt" >&2
+  echo "---- driver.txt" >&2; cat "$OUT/driver.txt" >&2
   return 1
 }
 
