@@ -19,6 +19,10 @@ layout(constant_id = 0) const uint WG = 128;
 layout(constant_id = 1) const uint ROWS = 2;
 layout(constant_id = 2) const uint NT = 1;
 layout(local_size_x_id = 0) in;
+// Block types (constant 3 is quant.glsl's): QUAD_LANES puts the eight quads (4 weights each) of a unit on eight
+// neighbouring invocations, so that a subgroup's loads of quants and of x cover neighbouring bytes (a GPU's
+// coalesced access); false gives each invocation whole units (a CPU device's lanes, which pay for each scale).
+layout(constant_id = 4) const bool QUAD_LANES = false;
 #include "common.glsl"
 
 #ifdef SWIGLU
@@ -106,7 +110,34 @@ void main() {
 #endif
     const uint units = p.cols / UNIT_ELEMS;
     const uint row_bytes = row_byte0(1u, p.cols);
-    for (uint u = tid; u < units; u += WG) {
+    // Quad k of unit u on invocation 8u + k (mod WG): each works out the unit's scale and offset itself (the
+    // eight read the same words) and applies them to its own sums of q x and of x.
+    for (uint e = tid; QUAD_LANES && e < units * 8u; e += WG) {
+        const uint u = e >> 3u, k = e & 7u;
+        vec4 q[WROWS];
+        vec2 ab[WROWS];
+        for (uint r = 0u; r < WROWS; ++r) {
+            SELECT(r);
+            const UnitHead h = unit_head(wrow[r] * row_bytes, u);
+            q[r] = unit_quad_raw(h, k);
+            ab[r] = unit_scale(h, k >> 2u);
+        }
+        for (uint t = 0u; t < NT; ++t) {
+            const uint xi = p.x_first + xrow[t] * p.cols + u * UNIT_ELEMS + 4u * k;
+#ifdef VEC
+            const vec4 xv = x4[xi / 4u];
+#else
+            const vec4 xv = vec4(x[xi], x[xi + 1u], x[xi + 2u], x[xi + 3u]);
+#endif
+#ifdef UNIT_NO_OFFSET
+            for (uint r = 0u; r < WROWS; ++r) acc[r * NT + t] += ab[r].x * dot(q[r], xv);
+#else
+            const float sx = dot(xv, vec4(1.0));
+            for (uint r = 0u; r < WROWS; ++r) acc[r * NT + t] += ab[r].x * dot(q[r], xv) + ab[r].y * sx;
+#endif
+        }
+    }
+    for (uint u = tid; !QUAD_LANES && u < units; u += WG) {
         vec4 q[WROWS * 8u];       // [row][quad]
         vec2 ab[WROWS * HALVES];  // [row][half]: (a, b)
         for (uint r = 0u; r < WROWS; ++r) {

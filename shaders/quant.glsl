@@ -177,6 +177,26 @@ vec4 unit_quad(UnitHead h, uint k) {
 #endif
 }
 
+// Quad k (elements 4k .. 4k+3) of the unit's quants before scale and offset: w = a * q + b with (a, b) =
+// unit_scale(h, k / 4), as unit_quants gives them all (matvec's quad-per-invocation form).
+vec4 unit_quad_raw(UnitHead h, uint k) {
+#if defined(WTYPE_Q8_0)
+    return sbytes(word_at(h.q_byte + 4u * k));
+#elif defined(WTYPE_Q4_0)
+    return ubytes((word_at(h.q_byte + 4u * (k & 3u)) >> ((k >> 2u) * 4u)) & 0x0F0F0F0Fu);
+#elif defined(WTYPE_Q4_K)
+    return ubytes((W_WORD((h.q_byte >> 2u) + k) >> h.shift) & 0x0F0F0F0Fu);
+#elif defined(WTYPE_Q5_K)
+    const uint lo = (W_WORD((h.q_byte >> 2u) + k) >> h.shift) & 0x0F0F0F0Fu;
+    const uint hi = ((W_WORD((h.h_byte >> 2u) + k) >> h.h_shift) & 0x01010101u) << 4u;
+    return ubytes(lo | hi);
+#elif defined(WTYPE_Q6_K)
+    const uint lo = (word_at(h.q_byte + 4u * k) >> h.shift) & 0x0F0F0F0Fu;
+    const uint hi = ((word_at(h.h_byte + 4u * k) >> h.h_shift) & 0x03030303u) << 4u;
+    return ubytes(lo | hi);
+#endif
+}
+
 // The words of the 16 / 32 bytes at an even byte offset, funnelled from 5 / 9 loads (rather than two loads per
 // word). The last load is placed so that an aligned offset re-reads a word of its own, never one past the data.
 void words4(uint byte, out uint o[4]) {
@@ -215,15 +235,9 @@ void unit_quants(UnitHead h, out vec4 q[8]) {
     words8(h.h_byte, hb);
     for (uint k = 0u; k < 8u; ++k)
         q[k] = ubytes(((v[k] >> h.shift) & 0x0F0F0F0Fu) | (((hb[k] >> h.h_shift) & 0x03030303u) << 4u));
-#elif defined(WTYPE_Q4_K)
-    // Blocks are 4-byte multiples: every word is one load already.
-    for (uint k = 0u; k < 8u; ++k) q[k] = ubytes((W_WORD((h.q_byte >> 2u) + k) >> h.shift) & 0x0F0F0F0Fu);
-#elif defined(WTYPE_Q5_K)
-    for (uint k = 0u; k < 8u; ++k) {
-        const uint lo = (W_WORD((h.q_byte >> 2u) + k) >> h.shift) & 0x0F0F0F0Fu;
-        const uint hi = ((W_WORD((h.h_byte >> 2u) + k) >> h.h_shift) & 0x01010101u) << 4u;
-        q[k] = ubytes(lo | hi);
-    }
+#else
+    // Q4_K, Q5_K: blocks are 4-byte multiples, every word is one load already.
+    for (uint k = 0u; k < 8u; ++k) q[k] = unit_quad_raw(h, k);
 #endif
 }
 

@@ -186,6 +186,7 @@ TEST_CASE("the k and v products rounded into a binary16 cache in their epilogue 
         INFO("STRATA_VK_MATVEC=" << shape);
         ScopedEnv env("STRATA_VK_MATVEC", shape);
         const bool gpu_shape = !std::string(shape).empty();
+        ScopedEnv quads("STRATA_VK_QUAD_LANES", gpu_shape ? "1" : "");  // a GPU's way through block types
         Backends backends;
         for (DType t : kAllTypes) {
             if (gpu_shape && t != DType::BF16 && t != DType::Q4_K && t != DType::Q8_0) continue;
@@ -217,6 +218,7 @@ TEST_CASE("w1 and w3 with SwiGLU in one dispatch equal matmul, matmul and swiglu
         INFO("STRATA_VK_MATVEC=" << shape);
         ScopedEnv env("STRATA_VK_MATVEC", shape);
         const bool gpu_shape = !std::string(shape).empty();
+        ScopedEnv quads("STRATA_VK_QUAD_LANES", gpu_shape ? "1" : "");  // a GPU's way through block types
         Backends backends;
         for (DType t : kAllTypes) {
             if (gpu_shape && t != DType::BF16 && t != DType::Q4_K && t != DType::Q6_K) continue;
@@ -236,6 +238,7 @@ TEST_CASE("RoPE in the q/k product's epilogue equals matmul then rope, for every
         INFO("STRATA_VK_MATVEC=" << shape);
         ScopedEnv env("STRATA_VK_MATVEC", shape);
         const bool gpu_shape = !std::string(shape).empty();
+        ScopedEnv quads("STRATA_VK_QUAD_LANES", gpu_shape ? "1" : "");  // a GPU's way through block types
         Backends backends;
         for (DType t : kAllTypes) {
             if (gpu_shape && t != DType::F16 && t != DType::Q5_K && t != DType::Q4_0) continue;

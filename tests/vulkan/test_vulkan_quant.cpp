@@ -208,18 +208,24 @@ TEST_CASE("f16 weights widen exactly on the device, subnormals included (unpackH
 }
 
 TEST_CASE("quantized matmul for decode (T = 1) matches the CPU backend, in each workgroup shape", "[vulkan][quant]") {
-    // The device's own shape (one subgroup per workgroup on lavapipe), then a GPU's (several subgroups).
-    for (const char* shape : {"", "128,2"}) {
-        INFO("STRATA_VK_MATVEC=" << shape);
-        ScopedEnv env("STRATA_VK_MATVEC", shape);
+    // The device's own shape (one subgroup per workgroup on lavapipe, whole units per invocation), then a GPU's
+    // (several subgroups, a unit's quads on neighbouring invocations), then the quads in the device's shape.
+    struct Mode {
+        const char* matvec;
+        const char* quad_lanes;
+    };
+    for (const Mode& mode : {Mode{"", ""}, Mode{"128,2", "1"}, Mode{"", "1"}}) {
+        INFO("STRATA_VK_MATVEC=" << mode.matvec << " STRATA_VK_QUAD_LANES=" << mode.quad_lanes);
+        ScopedEnv env("STRATA_VK_MATVEC", mode.matvec);
+        ScopedEnv quads("STRATA_VK_QUAD_LANES", mode.quad_lanes);
         Backends backends;
         for (DType t : kBlockTypes) {
             const auto cols = awkward_cols(t);
             check_matmul(backends, t, 1, cols[0], 1);
             check_matmul(backends, t, 37, cols[1], 1);
             check_matmul(backends, t, 5, cols[2], 1);
-            // x not on a 16-byte boundary: scalar x loads (once: lavapipe compiles every variant afresh).
-            if (std::string(shape).empty()) check_matmul(backends, t, 33, cols[1], 1, 1);
+            // x not on a 16-byte boundary: scalar x loads (once per way: lavapipe compiles every variant afresh).
+            if (std::string(mode.matvec).empty()) check_matmul(backends, t, 33, cols[1], 1, 1);
         }
     }
     require_no_validation_messages();
@@ -229,15 +235,19 @@ TEST_CASE("quantized matmul for prefill (T > 1) matches the CPU backend, streami
     struct Mode {
         const char* tiled_from;
         const char* matvec;
+        const char* quad_lanes;
     };
     // Streaming (8 tokens per weight load, as lavapipe runs every prompt; the several-subgroup reduction is the
     // one decode uses, checked above) and tiled (from 2 tokens, so that it is reached here). Lavapipe compiles
     // each pipeline for seconds, so the cases are few: a partial group of tokens, and several tiles of tokens and
     // rows with a partial last one.
-    for (const Mode& mode : {Mode{"1000000", ""}, Mode{"2", ""}}) {
-        INFO("STRATA_VK_TILED_FROM=" << mode.tiled_from << " STRATA_VK_MATVEC=" << mode.matvec);
+    // Streaming also with a unit's quads on neighbouring invocations (a GPU's way).
+    for (const Mode& mode : {Mode{"1000000", "", ""}, Mode{"2", "", ""}, Mode{"1000000", "", "1"}}) {
+        INFO("STRATA_VK_TILED_FROM=" << mode.tiled_from << " STRATA_VK_MATVEC=" << mode.matvec
+                                     << " STRATA_VK_QUAD_LANES=" << mode.quad_lanes);
         ScopedEnv tiled("STRATA_VK_TILED_FROM", mode.tiled_from);
         ScopedEnv shape("STRATA_VK_MATVEC", mode.matvec);
+        ScopedEnv quads("STRATA_VK_QUAD_LANES", mode.quad_lanes);
         Backends backends;
         for (DType t : kBlockTypes) {
             const auto cols = awkward_cols(t);

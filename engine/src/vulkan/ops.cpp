@@ -297,7 +297,8 @@ const Kernel& VulkanBackend::matvec_kernel(DType t, bool vec, uint32_t nt, Epilo
             break;
     }
     return kernel(weight_variant(*v, t), buffers, push,
-                  {tuning_.matvec_workgroup, tuning_.matvec_rows, nt, tuning_.byte_float_bits});
+                  {tuning_.matvec_workgroup, tuning_.matvec_rows, nt, tuning_.byte_float_bits,
+                   tuning_.matvec_quad_lanes});
 }
 
 // matmul.comp (or matmul_coopmat.comp: the same tiles, bindings and push constants) and embed.comp have no

@@ -52,6 +52,7 @@ KernelTuning tuning_for(const VulkanDeviceInfo& device, bool exact) {
         t.attention_split_keys = 256;
         t.attention_groups = 8;
         t.byte_float_bits = false;
+        t.matvec_quad_lanes = false;
     }
     // STRATA_VK_MATVEC="WG,ROWS" overrides the matvec shape, so bench can compare shapes on one device.
     if (const char* e = std::getenv("STRATA_VK_MATVEC")) {
@@ -102,6 +103,8 @@ KernelTuning tuning_for(const VulkanDeviceInfo& device, bool exact) {
     }
     if (const char* e = std::getenv("STRATA_VK_FUSE")) t.fuse = std::string(e) != "0";
     if (const char* e = std::getenv("STRATA_VK_BYTE_FLOAT_BITS")) t.byte_float_bits = std::string(e) != "0";
+    if (const char* e = std::getenv("STRATA_VK_QUAD_LANES"); e && (std::string(e) == "0" || std::string(e) == "1"))
+        t.matvec_quad_lanes = std::string(e) == "1";
     // Matrix units round x and w to binary16: the fast path only (bench, generate), not the exact one.
     if (device.cooperative_matrix && !exact) t.prefill = KernelTuning::Prefill::Coopmat;
     if (const char* e = std::getenv("STRATA_VK_COOPMAT")) {

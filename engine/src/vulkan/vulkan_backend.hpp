@@ -123,6 +123,10 @@ struct KernelTuning {
     // subtraction, where a GPU converts integers at a fraction of its float rate) or by conversion (a CPU device,
     // where conversion is one instruction). The same floats either way. STRATA_VK_BYTE_FLOAT_BITS=0|1 overrides.
     bool byte_float_bits = true;
+    // Block types in matvec.comp: the eight quads of a unit on eight neighbouring invocations (QUAD_LANES: a
+    // GPU's loads coalesce) or whole units per invocation (a CPU device, where each lane pays for each scale it
+    // works out). The same products either way, summed in another order. STRATA_VK_QUAD_LANES=0|1 overrides.
+    bool matvec_quad_lanes = true;
     // Where the prefill matmul runs: matmul.comp (float32 FMAs), matmul_coopmat.comp on matrix units (binary16
     // operands: the fast path, BackendOptions::exact false, on a device with VK_NV_cooperative_matrix; the kernel
     // is checked on the device when the backend is made, and not used if its result is wrong), or that kernel's
