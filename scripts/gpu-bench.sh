@@ -10,8 +10,9 @@
 #   profile  GPU time per kernel for decode-shaped steps (a 1-token prompt and 8 decode steps, a timestamp after
 #            every dispatch), while its Q4_K_M quantization is written in the background
 #   q4km     bench on the Q4_K_M file
-#   nocoopmat the bf16 prefill again with the float32 tiled matmul (STRATA_VK_COOPMAT=0): the before of the
-#            prefill on matrix units (VK_NV_cooperative_matrix, bench's default where the device has it)
+#   nocoopmat the bf16 prefill with a 1-token decode, then again with the float32 tiled matmul
+#            (STRATA_VK_COOPMAT=0): the before of the prefill on matrix units (VK_NV_cooperative_matrix, bench's
+#            default where the device has it)
 #   noflash  the bf16 prefill again with prompt attention in the grouped kernel (STRATA_VK_ATTN_FLASH_FROM=0),
 #            the before of the flash-attention tiles; run only when time is left
 #   convert  Q4_K_M decode again with block types' bytes converted to float (STRATA_VK_BYTE_FLOAT_BITS=0), the
@@ -26,8 +27,11 @@
 #
 #   scripts/gpu-bench.sh [PHASE ...]     default: info build model tests bench profile q4km nocoopmat noflash
 #                                        convert kvf16 flashwg.
-#                                        More: sweep (matvec shapes, trace cost: [.bench]), check (Vulkan against
-#                                        the CPU backend on a 2-layer 8B shape), quant (each block type on 2 layers)
+#                                        More: profileq4 (profile on the Q4_K_M file), noquad (Q4_K_M decode with
+#                                        whole units per invocation, STRATA_VK_QUAD_LANES=0), shapes (decode in
+#                                        other matvec shapes; rmsnorm's workgroup at 256), sweep (matvec shapes,
+#                                        trace cost: [.bench]), check (Vulkan against the CPU backend on a 2-layer
+#                                        8B shape), quant (each block type on 2 layers)
 #   scripts/gpu-bench.sh --bundle DIR    run on a Debian 12 machine that builds Strata: copies what a bare GPU
 #                                        machine may lack (Vulkan headers + loader, glslc, glm, PCRE2 headers,
 #                                        Catch2 2, nlohmann_json, the validation layer, the tokenizer, libglvnd's
@@ -198,8 +202,35 @@ do_q4km() {
 }
 
 do_nocoopmat() {
+  # The default first, measured the same way (a 1-token decode after the prompt), so the two compare.
+  "$cli" bench --model "$model" --backend vulkan --prompt "$PROMPT" --gen 1 --repeats 3 \
+    > "$OUT/bench-bf16-prefill.json" 2> "$OUT/bench-bf16-prefill.err"
   STRATA_VK_COOPMAT=0 "$cli" bench --model "$model" --backend vulkan --prompt "$PROMPT" --gen 1 --repeats 3 \
     > "$OUT/bench-bf16-nocoopmat.json" 2> "$OUT/bench-bf16-nocoopmat.err"
+}
+
+do_profileq4() {  # as profile, on the Q4_K_M file
+  STRATA_VK_PROFILE=1 "$cli" bench --model "$model_q4km" --backend vulkan --prompt 1 --gen 8 --repeats 1 \
+    > "$OUT/profile-decode-q4km.json" 2> "$OUT/profile-decode-q4km.txt"
+}
+
+do_noquad() {  # Q4_K_M decode with whole units per invocation (STRATA_VK_QUAD_LANES=0): the before of QUAD_LANES
+  STRATA_VK_QUAD_LANES=0 "$cli" bench --model "$model_q4km" --backend vulkan --prompt 8 --gen "$GEN" --repeats 3 \
+    > "$OUT/bench-q4km-noquad.json" 2> "$OUT/bench-q4km-noquad.err"
+}
+
+do_shapes() {
+  # Decode in other matvec shapes (STRATA_VK_MATVEC=WG,ROWS; the default is 128,2) on both files, and the bf16
+  # file with rmsnorm's workgroup at 256 (the before of the device's widest).
+  local s
+  for s in 64,4 128,4 256,2 256,4 512,2; do
+    STRATA_VK_MATVEC=$s "$cli" bench --model "$model" --backend vulkan --prompt 8 --gen "$GEN" --repeats 2 \
+      > "$OUT/shape-bf16-$s.json" 2>&1
+    STRATA_VK_MATVEC=$s "$cli" bench --model "$model_q4km" --backend vulkan --prompt 8 --gen "$GEN" --repeats 2 \
+      > "$OUT/shape-q4km-$s.json" 2>&1
+  done
+  STRATA_VK_NORM_WG=256 "$cli" bench --model "$model" --backend vulkan --prompt 8 --gen "$GEN" --repeats 2 \
+    > "$OUT/bench-bf16-norm256.json" 2>&1
 }
 
 do_noflash() {
@@ -286,12 +317,20 @@ def extra(name, what):  # one line per optional phase's result, or why there is 
         print(f"{name}: {what(json.load(open(os.path.join(out, name))))}")
     except Exception as e:
         print(f"{name}: none ({e})")
+extra("bench-bf16-prefill.json",
+      lambda d: f"prefill (default, measured as nocoopmat) {d['prefill']['tokens_per_second']:.1f} tok/s")
 extra("bench-bf16-nocoopmat.json",
       lambda d: f"prefill on the float32 tiled matmul {d['prefill']['tokens_per_second']:.1f} tok/s")
 extra("bench-bf16-noflash.json",
       lambda d: f"prefill without flash-attention tiles {d['prefill']['tokens_per_second']:.1f} tok/s")
 extra("bench-q4km-convert.json",
       lambda d: f"Q4_K_M decode with bytes converted to float {d['decode']['tokens_per_second']:.1f} tok/s")
+extra("bench-q4km-noquad.json",
+      lambda d: f"Q4_K_M decode with whole units per invocation {d['decode']['tokens_per_second']:.1f} tok/s")
+extra("bench-bf16-norm256.json",
+      lambda d: f"bf16 decode with rmsnorm workgroups of 256 {d['decode']['tokens_per_second']:.1f} tok/s")
+for f in sorted(n for n in os.listdir(out) if n.startswith("shape-")):
+    extra(f, lambda d: f"decode {d['decode']['tokens_per_second']:.1f} tok/s")
 for kv in ("f32", "f16"):
     extra(f"bench-bf16-ctx-{kv}.json",
           lambda d, kv=kv: f"decode after {d['prefill']['tokens']} tokens, {kv} KV cache "
@@ -406,6 +445,9 @@ for p in "${phases[@]}"; do
     q4km) wait_model; [ -n "$quant_pid" ] && wait "$quant_pid"; quant_pid=
           [ -f "$model_q4km" ] || phase quantize 200 do_quantize; phase q4km 120 do_q4km ;;
     nocoopmat) wait_model; phase nocoopmat 60 do_nocoopmat ;;
+    profileq4) [ -f "$model_q4km" ] && phase profileq4 60 do_profileq4 ;;
+    noquad) [ -f "$model_q4km" ] && phase noquad 60 do_noquad ;;
+    shapes) wait_model; [ -f "$model_q4km" ] && phase shapes 150 do_shapes ;;
     noflash) wait_model; phase noflash 60 do_noflash ;;
     convert) [ -f "$model_q4km" ] && phase convert 60 do_convert ;;
     kvf16) wait_model; phase kvf16 90 do_kvf16 ;;
@@ -414,7 +456,7 @@ for p in "${phases[@]}"; do
     check) phase check 300 do_check ;;
     quant) phase quant 400 do_quant ;;
     *) echo "unknown phase $p (info build model tests bench profile q4km nocoopmat noflash convert kvf16 flashwg" \
-            "sweep check quant)" >&2; exit 2 ;;
+            "profileq4 noquad shapes sweep check quant)" >&2; exit 2 ;;
   esac
 done
 wait_model

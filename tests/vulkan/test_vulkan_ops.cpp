@@ -139,23 +139,27 @@ TEST_CASE("embed matches the CPU backend for every weight type, also split over 
 }
 
 TEST_CASE("rmsnorm matches the CPU backend", "[vulkan]") {
-    Backends backends;
-    for (DType type : kTypes) {
-        for (int64_t n : {1, 7, 300, 1000}) {
-            for (int64_t T : {1, 3}) {
-                INFO(dtype_name(type) << " n = " << n << " T = " << T);
-                Filler f;
-                const int32_t ix = f.add(random_floats(T * n, 11, 2.0f));
-                auto weight = random_tensor("norm", type, {n}, 12);
-                const Model& m = f.model();
-                auto [got, want] = on_both(backends, m, [&](Backend& b) {
-                    Buf x = b.alloc(T * n, "x");
-                    b.begin();
-                    f.fill(b, x, ix, T * n);
-                    b.submit();
-                    return run_guarded(b, f, T * n, [&](Buf out) { b.rmsnorm(out, x, weight->view, T, 1e-5f); });
-                });
-                require_close(got, want, 1e-5);
+    // The device's workgroup (lavapipe: 256), then a GPU's (1024: more invocations than some rows have elements).
+    for (const char* wg : {"", "1024"}) {
+        ScopedEnv env("STRATA_VK_NORM_WG", wg);
+        Backends backends;
+        for (DType type : kTypes) {
+            for (int64_t n : {1, 7, 300, 1000}) {
+                for (int64_t T : {1, 3}) {
+                    INFO(dtype_name(type) << " n = " << n << " T = " << T << " STRATA_VK_NORM_WG=" << wg);
+                    Filler f;
+                    const int32_t ix = f.add(random_floats(T * n, 11, 2.0f));
+                    auto weight = random_tensor("norm", type, {n}, 12);
+                    const Model& m = f.model();
+                    auto [got, want] = on_both(backends, m, [&](Backend& b) {
+                        Buf x = b.alloc(T * n, "x");
+                        b.begin();
+                        f.fill(b, x, ix, T * n);
+                        b.submit();
+                        return run_guarded(b, f, T * n, [&](Buf out) { b.rmsnorm(out, x, weight->view, T, 1e-5f); });
+                    });
+                    require_close(got, want, 1e-5);
+                }
             }
         }
     }

@@ -17,7 +17,6 @@ uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 constexpr uint32_t kElementwiseWG = 256;     // local_size_x of add, copy, swiglu, embed, rope
-constexpr uint32_t kNormWG = 256;            // rmsnorm
 constexpr uint32_t kTileT = 64, kTileN = 128;  // matmul.comp's BM (tokens) and BN (weight rows)
 constexpr uint32_t kTopkPerInvocation = 16;  // topk.comp's E
 constexpr int64_t kTopkMax = 64;             // larger k is ranked on the host from a readback
@@ -313,7 +312,7 @@ const Kernel& VulkanBackend::embed_kernel(DType t) {
     return kernel(weight_variant(kEmbed, t), 3, sizeof(EmbedPush), {0, 0, 0, tuning_.byte_float_bits});
 }
 const Kernel& VulkanBackend::rmsnorm_kernel(DType t) {
-    return kernel(weight_variant(kRmsnorm, t), 3, sizeof(RmsnormPush), {kNormWG});
+    return kernel(weight_variant(kRmsnorm, t), 3, sizeof(RmsnormPush), {tuning_.norm_workgroup});
 }
 
 VulkanBackend::FlashShape VulkanBackend::flash_shape(const ModelConfig& c) const {

@@ -41,7 +41,9 @@ KernelTuning tuning_for(const VulkanDeviceInfo& device, bool exact) {
     const bool flash_ok = device.subgroup_shuffle && device.subgroup_size > 0;
     t.attention_flash_lanes = std::min<uint32_t>(8, device.subgroup_size);
     if (!flash_ok) t.attention_flash_from = 0;
+    t.norm_workgroup = std::min<uint32_t>(device.max_workgroup_invocations, 1024);
     if (device.type == "cpu") {
+        t.norm_workgroup = 256;
         const uint32_t lanes = std::clamp<uint32_t>(device.subgroup_size, 1, 64);
         t.matvec_workgroup = lanes;
         t.matvec_rows = 4;
@@ -62,6 +64,11 @@ KernelTuning tuning_for(const VulkanDeviceInfo& device, bool exact) {
             t.matvec_workgroup = wg;
             t.matvec_rows = rows;
         }
+    }
+    if (const char* e = std::getenv("STRATA_VK_NORM_WG")) {
+        const long long wg = std::atoll(e);
+        if (wg >= 32 && wg <= device.max_workgroup_invocations && (wg & (wg - 1)) == 0)
+            t.norm_workgroup = static_cast<uint32_t>(wg);
     }
     // STRATA_VK_TOPK_WG=N: the top-k workgroup size (tests run a GPU's shape on lavapipe).
     if (const char* e = std::getenv("STRATA_VK_TOPK_WG")) {

@@ -94,6 +94,10 @@ struct KernelTuning {
     uint32_t matvec_rows = 2;       // output rows per workgroup
     int64_t matvec_max_tokens = 8;  // prompts up to this many tokens use matvec.comp, longer ones matmul.comp
     uint32_t topk_workgroup = 256;
+    // rmsnorm.comp: one workgroup per token, so at decode one workgroup does the whole row; on a GPU the widest
+    // the device allows (up to 1024: fewer dependent loads per invocation), 256 on a CPU device.
+    // STRATA_VK_NORM_WG=N overrides it.
+    uint32_t norm_workgroup = 256;
     // Decode (up to 4 queries) over at least this many keys splits the keys over several workgroups and merges
     // them (attention_combine.comp): enough splits for about attention_groups workgroups in all, each of at least
     // attention_split_keys keys. STRATA_VK_ATTN_SPLIT_FROM overrides the length (tests).
