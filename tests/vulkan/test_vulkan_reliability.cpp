@@ -41,53 +41,64 @@ TEST_CASE("the validation message collector records a deliberate validation erro
 TEST_CASE("a device wait gives up when cancelled, and the next step waits for the work left running",
           "[vulkan][reliability]") {
     const auto model = load_model(golden_hf_dir());
-    auto b = make_vulkan();
-    b->load(*model);
-    const int64_t T = 250, V = model->config.vocab_size, dim = model->config.dim;  // 250 x 128256 floats < 128 MiB
-    const Buf x = b->alloc(T * dim, "x"), out = b->alloc(T * V, "logits");
-    const std::vector<float> values = random_floats(T * dim, 7);
-    int reps = 1;
-    auto one_big_step = [&](const std::atomic<bool>* cancel) {
-        b->begin();
-        b->write(x, values);
-        // One dispatch of 8 GFLOP: seconds on lavapipe, a millisecond on a fast GPU, which repeats it.
-        for (int i = 0; i < reps; ++i) b->matmul(out, x, model->output_weight(), T);
-        b->submit(cancel);
+    // One long dispatch (the wait times out, then sees the cancel), then a step sent in many short parts
+    // (STRATA_VK_SUBMIT=1,1: each part's fence signals within a wait slice; the cancel is seen between them).
+    struct Mode {
+        int64_t T;
+        const char* submit;
     };
-    using clock = std::chrono::steady_clock;
-    auto t0 = clock::now();
-    one_big_step(nullptr);
-    double full = std::chrono::duration<double>(clock::now() - t0).count();
-    if (full < 0.25) {  // a step the cancel (after 20 ms) can cut short by more than half
-        reps = static_cast<int>(std::min(4096.0, std::ceil(0.25 / std::max(full, 1e-5))));
-        t0 = clock::now();
+    for (const Mode& mode : {Mode{250, ""}, Mode{1, "1,1"}}) {
+        INFO("T = " << mode.T << " STRATA_VK_SUBMIT=" << mode.submit);
+        ScopedEnv parts("STRATA_VK_SUBMIT", mode.submit);
+        auto b = make_vulkan();
+        b->load(*model);
+        const int64_t T = mode.T, V = model->config.vocab_size, dim = model->config.dim;  // 250 x V < 128 MiB
+        const Buf x = b->alloc(T * dim, "x"), out = b->alloc(T * V, "logits");
+        const std::vector<float> values = random_floats(T * dim, 7);
+        int reps = 1;
+        auto one_big_step = [&](const std::atomic<bool>* cancel) {
+            b->begin();
+            b->write(x, values);
+            // At T = 250 one dispatch of 8 GFLOP: seconds on lavapipe, a millisecond on a fast GPU, which
+            // repeats it.
+            for (int i = 0; i < reps; ++i) b->matmul(out, x, model->output_weight(), T);
+            b->submit(cancel);
+        };
+        using clock = std::chrono::steady_clock;
+        auto t0 = clock::now();
         one_big_step(nullptr);
-        full = std::chrono::duration<double>(clock::now() - t0).count();
-    }
+        double full = std::chrono::duration<double>(clock::now() - t0).count();
+        if (full < 0.25) {  // a step the cancel (after 20 ms) can cut short by more than half
+            reps = static_cast<int>(std::min(4096.0, std::ceil(0.25 / std::max(full, 1e-5))));
+            t0 = clock::now();
+            one_big_step(nullptr);
+            full = std::chrono::duration<double>(clock::now() - t0).count();
+        }
 
-    std::atomic<bool> cancel{false};
-    std::thread raiser([&] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        cancel = true;
-    });
-    t0 = clock::now();
-    CHECK_THROWS_AS(one_big_step(&cancel), Cancelled);
-    const double cancelled = std::chrono::duration<double>(clock::now() - t0).count();
-    raiser.join();
-    INFO(reps << " products: uncancelled step " << full << " s, cancelled after " << cancelled << " s");
-    CHECK(cancelled < 0.5 * full);
+        std::atomic<bool> cancel{false};
+        std::thread raiser([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            cancel = true;
+        });
+        t0 = clock::now();
+        CHECK_THROWS_AS(one_big_step(&cancel), Cancelled);
+        const double cancelled = std::chrono::duration<double>(clock::now() - t0).count();
+        raiser.join();
+        INFO(reps << " products: uncancelled step " << full << " s, cancelled after " << cancelled << " s");
+        CHECK(cancelled < 0.5 * full);
 
-    // The backend still works: the next step first waits for the abandoned one, then runs as usual.
-    b->begin();
-    const Readback r = b->readback(out.at(0, 8), 8);
-    b->submit();
-    const std::vector<float> first = b->fetch(r);
-    std::vector<float> row(static_cast<size_t>(dim)), w(static_cast<size_t>(dim));
-    for (int64_t j = 0; j < 8; ++j) {
-        model->output_weight().row_to_f32(j, w.data());
-        double s = 0;
-        for (int64_t i = 0; i < dim; ++i) s += double(values[size_t(i)]) * w[size_t(i)];
-        CHECK(first[size_t(j)] == Approx(s).margin(1e-3));
+        // The backend still works: the next step first waits for the abandoned one, then runs as usual.
+        b->begin();
+        const Readback r = b->readback(out.at(0, 8), 8);
+        b->submit();
+        const std::vector<float> first = b->fetch(r);
+        std::vector<float> w(static_cast<size_t>(dim));
+        for (int64_t j = 0; j < 8; ++j) {
+            model->output_weight().row_to_f32(j, w.data());
+            double s = 0;
+            for (int64_t i = 0; i < dim; ++i) s += double(values[size_t(i)]) * w[size_t(i)];
+            CHECK(first[size_t(j)] == Approx(s).margin(1e-3));
+        }
     }
     require_no_validation_messages();
 }

@@ -333,6 +333,9 @@ void Sequence::wait(const std::atomic<bool>* cancel) {
     const auto start = std::chrono::steady_clock::now();
     const auto slice = static_cast<uint64_t>(std::chrono::nanoseconds(kWaitSlice).count());
     while (waited_ < submitted_) {
+        // Checked before every fence, not only when one times out: a step sent in parts that each finish
+        // within a slice would otherwise run to its end.
+        if (cancel && cancel->load()) throw Cancelled();
         VkFence& fence = fences_[waited_];
         const VkResult r = vkWaitForFences(ctx_->device(), 1, &fence, VK_TRUE, slice);
         if (r == VK_SUCCESS) {
