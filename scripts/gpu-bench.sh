@@ -220,10 +220,10 @@ do_noquad() {  # Q4_K_M decode with whole units per invocation (STRATA_VK_QUAD_L
 }
 
 do_shapes() {
-  # Decode in other matvec shapes (STRATA_VK_MATVEC=WG,ROWS; the default is 128,2) on both files, and the bf16
-  # file with rmsnorm's workgroup at 256 (the before of the device's widest).
+  # Decode in matvec shapes (STRATA_VK_MATVEC=WG,ROWS; the default, 128,2, first, measured alike) on both files,
+  # and the bf16 file with rmsnorm's workgroup at 256 (the before of the device's widest).
   local s
-  for s in 64,4 128,4 256,2 256,4 512,2; do
+  for s in 128,2 64,4 128,4 256,2 256,4 512,2; do
     STRATA_VK_MATVEC=$s "$cli" bench --model "$model" --backend vulkan --prompt 8 --gen "$GEN" --repeats 2 \
       > "$OUT/shape-bf16-$s.json" 2>&1
     STRATA_VK_MATVEC=$s "$cli" bench --model "$model_q4km" --backend vulkan --prompt 8 --gen "$GEN" --repeats 2 \
