@@ -36,8 +36,12 @@ layout(constant_id = 4) const bool QUAD_LANES = false;
 
 #if !defined(WTYPE_F32) && !defined(WTYPE_F16) && !defined(WTYPE_BF16)
 // A GGUF block type: the weights as 32-bit words, read a unit (32 weights) at a time by quant.glsl. With VEC,
-// x starts on a 16-byte boundary (cols is a multiple of 32 for every block type).
+// x starts on a 16-byte boundary (cols is a multiple of 32 for every block type), and Q4_K's quants are also
+// read 16 bytes at a time.
 #define WEIGHTS_BINDING 0
+#if defined(VEC) && defined(WTYPE_Q4_K)
+#define WEIGHTS_WORDS4 1
+#endif
 #include "weights.glsl"
 #ifdef VEC
 layout(std430, binding = 1) readonly restrict buffer X { vec4 x4[]; };
@@ -110,6 +114,42 @@ void main() {
 #endif
     const uint units = p.cols / UNIT_ELEMS;
     const uint row_bytes = row_byte0(1u, p.cols);
+#if defined(WEIGHTS_WORDS4)
+    // Q4_K's 16-byte form: piece e (16 bytes of quants, 16 weights of each of two sub-blocks; quant.glsl) on
+    // invocation e (mod WG), so that neighbours read neighbouring 16-byte words and each has 16 bytes in flight
+    // per row, and the sub-blocks' scales are worked out once per 32 weights.
+    for (uint e = tid; QUAD_LANES && e < units; e += WG) {
+        uvec4 qw[WROWS];
+        vec4 ab[WROWS];
+        for (uint r = 0u; r < WROWS; ++r) {
+            SELECT(r);
+            const Q4KPiece pc = q4k_piece(wrow[r] * row_bytes, e);
+            qw[r] = pc.q;
+            ab[r] = pc.ab;
+        }
+        const uint first = q4k_piece_first(e);
+        for (uint t = 0u; t < NT; ++t) {
+            const uint xq = (p.x_first + xrow[t] * p.cols + first) / 4u;
+            vec4 xl[4], xh[4];  // x of the low-nibble weights, of the high-nibble ones
+            vec4 sl = vec4(0.0), sh = vec4(0.0);
+            for (uint i = 0u; i < 4u; ++i) {
+                xl[i] = x4[xq + i];
+                xh[i] = x4[xq + 8u + i];
+                sl += xl[i];
+                sh += xh[i];
+            }
+            const float sxl = dot(sl, vec4(1.0)), sxh = dot(sh, vec4(1.0));
+            for (uint r = 0u; r < WROWS; ++r) {
+                float ql = 0.0, qh = 0.0;
+                for (uint i = 0u; i < 4u; ++i) {
+                    ql += dot(ubytes(qw[r][i] & 0x0F0F0F0Fu), xl[i]);
+                    qh += dot(ubytes((qw[r][i] >> 4u) & 0x0F0F0F0Fu), xh[i]);
+                }
+                acc[r * NT + t] += ab[r].x * ql + ab[r].y * sxl + ab[r].z * qh + ab[r].w * sxh;
+            }
+        }
+    }
+#else
     // Quad k of unit u on invocation 8u + k (mod WG): each works out the unit's scale and offset itself (the
     // eight read the same words) and applies them to its own sums of q x and of x.
     for (uint e = tid; QUAD_LANES && e < units * 8u; e += WG) {
@@ -137,6 +177,7 @@ void main() {
 #endif
         }
     }
+#endif
     for (uint u = tid; !QUAD_LANES && u < units; u += WG) {
         vec4 q[WROWS * 8u];       // [row][quad]
         vec2 ab[WROWS * HALVES];  // [row][half]: (a, b)

@@ -197,6 +197,28 @@ vec4 unit_quad_raw(UnitHead h, uint k) {
 #endif
 }
 
+#if defined(WTYPE_Q4_K) && defined(W_WORD4)
+// Matvec's 16-byte form of Q4_K: piece e of a row (e = 0 .. cols / 32) is 16 bytes of a super-block's quants in one
+// load, bytes 16 (e % 8) .. +15 of qs[128] in super-block e / 8: elements 16 (e % 2) .. +15 of sub-blocks 2c (the
+// low nibbles) and 2c + 1 (the high ones), c = (e / 2) % 4. Its weights are w = a q + b, (a, b) per sub-block.
+struct Q4KPiece {
+    uvec4 q;
+    vec4 ab;  // (a, b) of sub-block 2c, then of 2c + 1
+};
+Q4KPiece q4k_piece(uint row0, uint e) {
+    const uint blk = row0 + (e >> 3u) * BLOCK_BYTES, c = (e >> 1u) & 3u;  // row0 and blocks: multiples of 16
+    const uint dm = W_WORD(blk >> 2u);
+    const float d = half_to_float(dm & 0xFFFFu), dmin = half_to_float(dm >> 16u);
+    const uvec2 s0 = scale_min(blk + 4u, 2u * c), s1 = scale_min(blk + 4u, 2u * c + 1u);
+    Q4KPiece pc;
+    pc.q = W_WORD4(((blk + 16u) >> 4u) + (e & 7u));
+    pc.ab = vec4(d * float(s0.x), -(dmin * float(s0.y)), d * float(s1.x), -(dmin * float(s1.y)));
+    return pc;
+}
+// The element of the row where piece e's low-nibble weights start; its high-nibble ones start 32 further.
+uint q4k_piece_first(uint e) { return (e >> 3u) * 256u + ((e >> 1u) & 3u) * 64u + (e & 1u) * 16u; }
+#endif
+
 // The words of the 16 / 32 bytes at an even byte offset, funnelled from 5 / 9 loads (rather than two loads per
 // word). The last load is placed so that an aligned offset re-reads a word of its own, never one past the data.
 void words4(uint byte, out uint o[4]) {

@@ -21,6 +21,16 @@ uint w_sel = 0u;
 #endif
 
 #if defined(WBLOCK)
+#if defined(WEIGHTS_WORDS4)
+// The same words 16 bytes at a time (matvec's 16-byte form of Q4_K, whose quants lie on 16-byte boundaries).
+layout(std430, binding = WEIGHTS_BINDING) readonly buffer Weights4 { uvec4 w_words4[]; };
+#if defined(WEIGHTS_B_BINDING)
+layout(std430, binding = WEIGHTS_B_BINDING) readonly buffer WeightsB4 { uvec4 wb_words4[]; };
+#define W_WORD4(i) (w_sel == 0u ? w_words4[i] : wb_words4[i])
+#else
+#define W_WORD4(i) w_words4[i]
+#endif
+#endif
 #include "quant.glsl"
 #else
 
