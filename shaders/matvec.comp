@@ -114,39 +114,26 @@ void main() {
 #endif
     const uint units = p.cols / UNIT_ELEMS;
     const uint row_bytes = row_byte0(1u, p.cols);
-#if defined(WEIGHTS_WORDS4)
-    // Q4_K's 16-byte form: piece e (16 bytes of quants, 16 weights of each of two sub-blocks; quant.glsl) on
-    // invocation e (mod WG), so that neighbours read neighbouring 16-byte words and each has 16 bytes in flight
-    // per row, and the sub-blocks' scales are worked out once per 32 weights.
+#if defined(PIECES) && defined(VEC)
+    // Q4_K and Q6_K: piece e (32 weights whose quants lie together; quant.glsl) on invocation e (mod WG).
     for (uint e = tid; QUAD_LANES && e < units; e += WG) {
-        uvec4 qw[WROWS];
-        vec4 ab[WROWS];
+        Piece pc[WROWS];
         for (uint r = 0u; r < WROWS; ++r) {
             SELECT(r);
-            const Q4KPiece pc = q4k_piece(wrow[r] * row_bytes, e);
-            qw[r] = pc.q;
-            ab[r] = pc.ab;
+            pc[r] = piece_at(wrow[r] * row_bytes, e);
         }
-        const uint first = q4k_piece_first(e);
         for (uint t = 0u; t < NT; ++t) {
-            const uint xq = (p.x_first + xrow[t] * p.cols + first) / 4u;
-            vec4 xl[4], xh[4];  // x of the low-nibble weights, of the high-nibble ones
-            vec4 sl = vec4(0.0), sh = vec4(0.0);
-            for (uint i = 0u; i < 4u; ++i) {
-                xl[i] = x4[xq + i];
-                xh[i] = x4[xq + 8u + i];
-                sl += xl[i];
-                sh += xh[i];
-            }
-            const float sxl = dot(sl, vec4(1.0)), sxh = dot(sh, vec4(1.0));
-            for (uint r = 0u; r < WROWS; ++r) {
-                float ql = 0.0, qh = 0.0;
-                for (uint i = 0u; i < 4u; ++i) {
-                    ql += dot(ubytes(qw[r][i] & 0x0F0F0F0Fu), xl[i]);
-                    qh += dot(ubytes((qw[r][i] >> 4u) & 0x0F0F0F0Fu), xh[i]);
+            const uint x0 = p.x_first + xrow[t] * p.cols;
+            vec4 xv[8];
+            vec4 xs = vec4(0.0);  // each group's sum of x
+            for (uint g = 0u; g < PIECE_GROUPS; ++g) {
+                const uint xq = (x0 + piece_group_first(e, g)) / 4u;
+                for (uint i = 0u; i < PIECE_GROUP_QUADS; ++i) {
+                    xv[g * PIECE_GROUP_QUADS + i] = x4[xq + i];
+                    xs[g] += dot(x4[xq + i], vec4(1.0));
                 }
-                acc[r * NT + t] += ab[r].x * ql + ab[r].y * sxl + ab[r].z * qh + ab[r].w * sxh;
             }
+            for (uint r = 0u; r < WROWS; ++r) acc[r * NT + t] += piece_dot(pc[r], xv, xs);
         }
     }
 #else

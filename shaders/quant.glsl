@@ -197,28 +197,6 @@ vec4 unit_quad_raw(UnitHead h, uint k) {
 #endif
 }
 
-#if defined(WTYPE_Q4_K) && defined(W_WORD4)
-// Matvec's 16-byte form of Q4_K: piece e of a row (e = 0 .. cols / 32) is 16 bytes of a super-block's quants in one
-// load, bytes 16 (e % 8) .. +15 of qs[128] in super-block e / 8: elements 16 (e % 2) .. +15 of sub-blocks 2c (the
-// low nibbles) and 2c + 1 (the high ones), c = (e / 2) % 4. Its weights are w = a q + b, (a, b) per sub-block.
-struct Q4KPiece {
-    uvec4 q;
-    vec4 ab;  // (a, b) of sub-block 2c, then of 2c + 1
-};
-Q4KPiece q4k_piece(uint row0, uint e) {
-    const uint blk = row0 + (e >> 3u) * BLOCK_BYTES, c = (e >> 1u) & 3u;  // row0 and blocks: multiples of 16
-    const uint dm = W_WORD(blk >> 2u);
-    const float d = half_to_float(dm & 0xFFFFu), dmin = half_to_float(dm >> 16u);
-    const uvec2 s0 = scale_min(blk + 4u, 2u * c), s1 = scale_min(blk + 4u, 2u * c + 1u);
-    Q4KPiece pc;
-    pc.q = W_WORD4(((blk + 16u) >> 4u) + (e & 7u));
-    pc.ab = vec4(d * float(s0.x), -(dmin * float(s0.y)), d * float(s1.x), -(dmin * float(s1.y)));
-    return pc;
-}
-// The element of the row where piece e's low-nibble weights start; its high-nibble ones start 32 further.
-uint q4k_piece_first(uint e) { return (e >> 3u) * 256u + ((e >> 1u) & 3u) * 64u + (e & 1u) * 16u; }
-#endif
-
 // The words of the 16 / 32 bytes at an even byte offset, funnelled from 5 / 9 loads (rather than two loads per
 // word). The last load is placed so that an aligned offset re-reads a word of its own, never one past the data.
 void words4(uint byte, out uint o[4]) {
@@ -235,6 +213,88 @@ void words8(uint byte, out uint o[8]) {
     const bool odd = (byte & 2u) != 0u;
     for (uint k = 0u; k < 8u; ++k) o[k] = odd ? (a[k] >> 16u) | (a[k + 1u] << 16u) : a[k];
 }
+
+// The words of the 8 bytes at an even byte offset, from 3 loads (as words4).
+uvec2 words2(uint byte) {
+    const uint a0 = W_WORD(byte >> 2u), a1 = W_WORD((byte >> 2u) + 1u), a2 = W_WORD((byte + 6u) >> 2u);
+    return (byte & 2u) != 0u ? uvec2((a0 >> 16u) | (a1 << 16u), (a1 >> 16u) | (a2 << 16u)) : uvec2(a0, a1);
+}
+
+// Pieces (matvec's GPU form of Q4_K and Q6_K, with 16-byte x loads): piece e of a row (e = 0 .. cols / 32) is 32
+// weights whose quants lie together in the block, so that neighbouring invocations read neighbouring bytes, each
+// has several words in flight, and a sub-block's scale is worked out once per piece rather than once per quad.
+// Its weights form PIECE_GROUPS groups of contiguous elements (piece_group_first), PIECE_GROUP_QUADS quads each;
+// piece_dot takes x in that order (xv: the groups one after the other) and each group's sum of x (xs).
+#if defined(WTYPE_Q4_K) && defined(W_WORD4)
+// 16 bytes of a super-block's quants in one load: bytes 16 (e % 8) .. +15 of qs[128] in super-block e / 8, i.e.
+// elements 16 (e % 2) .. +15 of sub-blocks 2c (the low nibbles) and 2c + 1 (the high ones), c = (e / 2) % 4.
+#define PIECES 1
+#define PIECE_GROUPS 2u
+#define PIECE_GROUP_QUADS 4u
+struct Piece {
+    uvec4 q;
+    vec4 ab;  // w = a q + b: (a, b) of sub-block 2c, then of 2c + 1
+};
+Piece piece_at(uint row0, uint e) {
+    const uint blk = row0 + (e >> 3u) * BLOCK_BYTES, c = (e >> 1u) & 3u;  // row0 and blocks: multiples of 16
+    const uint dm = W_WORD(blk >> 2u);
+    const float d = half_to_float(dm & 0xFFFFu), dmin = half_to_float(dm >> 16u);
+    const uvec2 s0 = scale_min(blk + 4u, 2u * c), s1 = scale_min(blk + 4u, 2u * c + 1u);
+    Piece pc;
+    pc.q = W_WORD4(((blk + 16u) >> 4u) + (e & 7u));
+    pc.ab = vec4(d * float(s0.x), -(dmin * float(s0.y)), d * float(s1.x), -(dmin * float(s1.y)));
+    return pc;
+}
+uint piece_group_first(uint e, uint g) { return (e >> 3u) * 256u + ((e >> 1u) & 3u) * 64u + 32u * g + (e & 1u) * 16u; }
+float piece_dot(Piece pc, vec4 xv[8], vec4 xs) {
+    float lo = 0.0, hi = 0.0;
+    for (uint i = 0u; i < 4u; ++i) {
+        lo += dot(ubytes(pc.q[i] & 0x0F0F0F0Fu), xv[i]);
+        hi += dot(ubytes((pc.q[i] >> 4u) & 0x0F0F0F0Fu), xv[4u + i]);
+    }
+    return pc.ab.x * lo + pc.ab.y * xs.x + pc.ab.z * hi + pc.ab.w * xs.y;
+}
+#elif defined(WTYPE_Q6_K)
+// Elements 32k + l0 .. +7 (k = 0..3) of half n of super-block e / 8, n = (e / 4) % 2, l0 = 8 (e % 4): bytes
+// l0 .. +7 of the half's two 32-byte runs of ql (low nibbles: k = 0, 1; high: k = 2, 3) and of its qh (bits 2k,
+// 2k + 1), and the four int8 scales of those sub-blocks of 16. Blocks lie on 2-byte boundaries: words2.
+#define PIECES 1
+#define PIECE_GROUPS 4u
+#define PIECE_GROUP_QUADS 2u
+struct Piece {
+    uvec2 qa, qb, qh;  // ql[64n + l0 ..], ql[64n + 32 + l0 ..], qh[32n + l0 ..]
+    vec4 a;            // d * scale of k = 0..3 (w = a (q - 32))
+};
+Piece piece_at(uint row0, uint e) {
+    const uint blk = row0 + (e >> 3u) * BLOCK_BYTES, n = (e >> 2u) & 1u, l0 = (e & 3u) * 8u;
+    Piece pc;
+    pc.qa = words2(blk + 64u * n + l0);
+    pc.qb = words2(blk + 64u * n + 32u + l0);
+    pc.qh = words2(blk + 128u + 32u * n + l0);
+    const float d = half_at(blk + 208u);
+    const uvec2 sc = words2(blk + 192u + 8u * n);  // the half's eight scales: 2k + l / 16
+    for (uint k = 0u; k < 4u; ++k) {
+        const uint b = 2u * k + (l0 >> 4u);
+        pc.a[k] = d * float(int(sc[b >> 2u] << (24u - 8u * (b & 3u))) >> 24);
+    }
+    return pc;
+}
+uint piece_group_first(uint e, uint g) { return (e >> 3u) * 256u + ((e >> 2u) & 1u) * 128u + 32u * g + (e & 3u) * 8u; }
+float piece_dot(Piece pc, vec4 xv[8], vec4 xs) {
+    float sum = 0.0;
+    for (uint k = 0u; k < 4u; ++k) {
+        float s = 0.0;
+        for (uint i = 0u; i < 2u; ++i) {
+            const uint low = (k & 1u) == 0u ? pc.qa[i] : pc.qb[i];
+            const uint nib = (low >> (4u * (k >> 1u))) & 0x0F0F0F0Fu;
+            const uint hb = ((pc.qh[i] >> (2u * k)) & 0x03030303u) << 4u;
+            s += dot(ubytes(nib | hb), xv[2u * k + i]);
+        }
+        sum += pc.a[k] * (s - 32.0 * xs[k]);
+    }
+    return sum;
+}
+#endif
 
 // The 32 quants of the unit (matvec) as floats before scale and offset, each byte loaded once: weight 4k + c is
 // a * q[k][c] + b with (a, b) = unit_scale(h, k / 4). matvec applies a and b once per half unit (sum of q x and
