@@ -25,13 +25,16 @@
 # Every phase runs under a time limit cut to what is left of the run's deadline (STRATA_GPU_DEADLINE seconds,
 # default 470) and records its exit status and seconds in $OUT/phases.txt, so one failure does not hide the rest.
 #
-#   scripts/gpu-bench.sh [PHASE ...]     default: info build model tests bench profile q4km nocoopmat noflash
-#                                        convert kvf16 flashwg.
-#                                        More: profileq4 (profile on the Q4_K_M file), noquad (Q4_K_M decode with
-#                                        whole units per invocation, STRATA_VK_QUAD_LANES=0), shapes (decode in
-#                                        other matvec shapes; rmsnorm's workgroup at 256), sweep (matvec shapes,
-#                                        trace cost: [.bench]), check (Vulkan against the CPU backend on a 2-layer
-#                                        8B shape), quant (each block type on 2 layers)
+#   scripts/gpu-bench.sh [PHASE ...]     default: info build model tests bench profile q4km profileq4 noquad
+#                                        attnsplit nocoopmat check shapes: what the H200's first figures left open.
+#                                        profileq4: profile on the Q4_K_M file; noquad: Q4_K_M decode with whole
+#                                        units per invocation (STRATA_VK_QUAD_LANES=0, the before of pieces and
+#                                        quads); attnsplit: decode after STRATA_GPU_KV_PROMPT tokens with decode
+#                                        attention's keys over more workgroups; check: Vulkan against the CPU
+#                                        backend on a 2-layer 8B shape; shapes: decode in other matvec shapes, and
+#                                        rmsnorm's workgroup at 256. More: noflash, convert, kvf16, flashwg (above),
+#                                        sweep (matvec shapes, trace cost: [.bench]), quant (each block type on 2
+#                                        layers)
 #   scripts/gpu-bench.sh --bundle DIR    run on a Debian 12 machine that builds Strata: copies what a bare GPU
 #                                        machine may lack (Vulkan headers + loader, glslc, glm, PCRE2 headers,
 #                                        Catch2 2, nlohmann_json, the validation layer, the tokenizer, libglvnd's
@@ -250,6 +253,16 @@ do_kvf16() {
   done
 }
 
+do_attnsplit() {
+  # Decode after a long prompt with decode attention's keys split over more workgroups
+  # (STRATA_VK_ATTN_SPLIT_FROM=FROM,KEYS,GROUPS; the default aims at 256 workgroups of at least 64 keys).
+  local s
+  for s in 128,64,256 128,32,1024 128,16,2048; do
+    STRATA_VK_ATTN_SPLIT_FROM=$s "$cli" bench --model "$model" --backend vulkan --prompt "$KV_PROMPT" --gen 32 \
+      --repeats 1 > "$OUT/attnsplit-$s.json" 2>&1
+  done
+}
+
 do_flashwg() {
   for wg in 256 512; do
     STRATA_VK_ATTN_FLASH_FROM=16,8,$wg "$cli" bench --model "$model" --backend vulkan --prompt "$PROMPT" --gen 1 \
@@ -329,6 +342,8 @@ extra("bench-q4km-noquad.json",
       lambda d: f"Q4_K_M decode with whole units per invocation {d['decode']['tokens_per_second']:.1f} tok/s")
 extra("bench-bf16-norm256.json",
       lambda d: f"bf16 decode with rmsnorm workgroups of 256 {d['decode']['tokens_per_second']:.1f} tok/s")
+for f in sorted(n for n in os.listdir(out) if n.startswith("attnsplit-")):
+    extra(f, lambda d: f"decode after {d['prefill']['tokens']} tokens {d['decode']['tokens_per_second']:.2f} tok/s")
 for f in sorted(n for n in os.listdir(out) if n.startswith("shape-")):
     extra(f, lambda d: f"decode {d['decode']['tokens_per_second']:.1f} tok/s")
 for kv in ("f32", "f16"):
@@ -420,7 +435,7 @@ pack() {
 }
 
 phases=("$@")
-[ ${#phases[@]} -eq 0 ] && phases=(info build model tests bench profile q4km nocoopmat noflash convert kvf16 flashwg)
+[ ${#phases[@]} -eq 0 ] && phases=(info build model tests bench profile q4km profileq4 noquad attnsplit nocoopmat check shapes)
 model_pid=
 quant_pid=
 wait_model() { [ -n "$model_pid" ] && wait "$model_pid"; model_pid=; }
@@ -452,11 +467,12 @@ for p in "${phases[@]}"; do
     convert) [ -f "$model_q4km" ] && phase convert 60 do_convert ;;
     kvf16) wait_model; phase kvf16 90 do_kvf16 ;;
     flashwg) wait_model; phase flashwg 60 do_flashwg ;;
+    attnsplit) wait_model; phase attnsplit 90 do_attnsplit ;;
     sweep) wait_model; phase sweep 300 do_sweep ;;
     check) phase check 300 do_check ;;
     quant) phase quant 400 do_quant ;;
     *) echo "unknown phase $p (info build model tests bench profile q4km nocoopmat noflash convert kvf16 flashwg" \
-            "profileq4 noquad shapes sweep check quant)" >&2; exit 2 ;;
+            "profileq4 noquad shapes attnsplit sweep check quant)" >&2; exit 2 ;;
   esac
 done
 wait_model
