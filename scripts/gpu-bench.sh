@@ -435,7 +435,8 @@ pack() {
 }
 
 phases=("$@")
-[ ${#phases[@]} -eq 0 ] && phases=(info build model tests bench profile q4km profileq4 noquad attnsplit nocoopmat check shapes)
+[ ${#phases[@]} -eq 0 ] &&
+  phases=(info build model tests bench profile q4km profileq4 noquad attnsplit nocoopmat check shapes)
 model_pid=
 quant_pid=
 wait_model() { [ -n "$model_pid" ] && wait "$model_pid"; model_pid=; }
