@@ -19,9 +19,11 @@ layout(constant_id = 0) const uint WG = 128;
 layout(constant_id = 1) const uint ROWS = 2;
 layout(constant_id = 2) const uint NT = 1;
 layout(local_size_x_id = 0) in;
-// Block types (constant 3 is quant.glsl's): QUAD_LANES puts the eight quads (4 weights each) of a unit on eight
-// neighbouring invocations, so that a subgroup's loads of quants and of x cover neighbouring bytes (a GPU's
-// coalesced access); false gives each invocation whole units (a CPU device's lanes, which pay for each scale).
+// Block types (constant 3 is quant.glsl's): QUAD_LANES puts neighbouring pieces of a row (quant.glsl: 32 weights
+// of Q4_K or Q6_K whose quants lie together; with 16-byte x loads) or else the eight quads (4 weights each) of a
+// unit on neighbouring invocations, so that a subgroup's loads of quants and of x cover neighbouring bytes (a
+// GPU's coalesced access); false gives each invocation whole units (a CPU device's lanes, which pay for each
+// scale).
 layout(constant_id = 4) const bool QUAD_LANES = false;
 #include "common.glsl"
 

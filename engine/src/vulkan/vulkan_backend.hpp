@@ -127,9 +127,10 @@ struct KernelTuning {
     // subtraction, where a GPU converts integers at a fraction of its float rate) or by conversion (a CPU device,
     // where conversion is one instruction). The same floats either way. STRATA_VK_BYTE_FLOAT_BITS=0|1 overrides.
     bool byte_float_bits = true;
-    // Block types in matvec.comp: the eight quads of a unit on eight neighbouring invocations (QUAD_LANES: a
-    // GPU's loads coalesce) or whole units per invocation (a CPU device, where each lane pays for each scale it
-    // works out). The same products either way, summed in another order. STRATA_VK_QUAD_LANES=0|1 overrides.
+    // Block types in matvec.comp on a GPU (QUAD_LANES): neighbouring invocations read neighbouring bytes, a piece
+    // of 32 weights each for Q4_K and Q6_K (16-byte x loads), a quad of 4 for the other types; on a CPU device
+    // whole units per invocation (each lane pays for each scale it works out). The same products either way,
+    // summed in another order. STRATA_VK_QUAD_LANES=0|1 overrides.
     bool matvec_quad_lanes = true;
     // Where the prefill matmul runs: matmul.comp (float32 FMAs), matmul_coopmat.comp on matrix units (binary16
     // operands: the fast path, BackendOptions::exact false, on a device with VK_NV_cooperative_matrix; the kernel
