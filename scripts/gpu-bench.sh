@@ -10,9 +10,8 @@
 #   profile  GPU time per kernel for decode-shaped steps (a 1-token prompt and 8 decode steps, a timestamp after
 #            every dispatch), while its Q4_K_M quantization is written in the background
 #   q4km     bench on the Q4_K_M file
-#   nocoopmat the bf16 prefill with a 1-token decode, then again with the float32 tiled matmul
-#            (STRATA_VK_COOPMAT=0): the before of the prefill on matrix units (VK_NV_cooperative_matrix, bench's
-#            default where the device has it)
+#   coopmat  the bf16 prefill with a 1-token decode on the default float32 tiles, then again on matrix units
+#            (STRATA_VK_COOPMAT=1, VK_NV_cooperative_matrix where the device has it): which of the two is faster
 #   noflash  the bf16 prefill again with prompt attention in the grouped kernel (STRATA_VK_ATTN_FLASH_FROM=0),
 #            the before of the flash-attention tiles; run only when time is left
 #   convert  Q4_K_M decode again with block types' bytes converted to float (STRATA_VK_BYTE_FLOAT_BITS=0), the
@@ -26,7 +25,7 @@
 # default 470) and records its exit status and seconds in $OUT/phases.txt, so one failure does not hide the rest.
 #
 #   scripts/gpu-bench.sh [PHASE ...]     default: info build model tests bench profile q4km profileq4 noquad
-#                                        attnsplit nocoopmat check shapes: what the H200's first figures left open.
+#                                        attnsplit coopmat check shapes: what the H200's first figures left open.
 #                                        profileq4: profile on the Q4_K_M file; noquad: Q4_K_M decode with whole
 #                                        units per invocation (STRATA_VK_QUAD_LANES=0, the before of pieces and
 #                                        quads); attnsplit: decode after STRATA_GPU_KV_PROMPT tokens with decode
@@ -204,12 +203,12 @@ do_q4km() {
   "$cli" bench --model "$model_q4km" --backend vulkan --prompt "$PROMPT" --gen "$GEN" --repeats 3 > "$OUT/bench-q4km.json" 2> "$OUT/bench-q4km.err"
 }
 
-do_nocoopmat() {
+do_coopmat() {
   # The default first, measured the same way (a 1-token decode after the prompt), so the two compare.
   "$cli" bench --model "$model" --backend vulkan --prompt "$PROMPT" --gen 1 --repeats 3 \
     > "$OUT/bench-bf16-prefill.json" 2> "$OUT/bench-bf16-prefill.err"
-  STRATA_VK_COOPMAT=0 "$cli" bench --model "$model" --backend vulkan --prompt "$PROMPT" --gen 1 --repeats 3 \
-    > "$OUT/bench-bf16-nocoopmat.json" 2> "$OUT/bench-bf16-nocoopmat.err"
+  STRATA_VK_COOPMAT=1 "$cli" bench --model "$model" --backend vulkan --prompt "$PROMPT" --gen 1 --repeats 3 \
+    > "$OUT/bench-bf16-coopmat.json" 2> "$OUT/bench-bf16-coopmat.err"
 }
 
 do_profileq4() {  # as profile, on the Q4_K_M file
@@ -331,9 +330,10 @@ def extra(name, what):  # one line per optional phase's result, or why there is 
     except Exception as e:
         print(f"{name}: none ({e})")
 extra("bench-bf16-prefill.json",
-      lambda d: f"prefill (default, measured as nocoopmat) {d['prefill']['tokens_per_second']:.1f} tok/s")
-extra("bench-bf16-nocoopmat.json",
-      lambda d: f"prefill on the float32 tiled matmul {d['prefill']['tokens_per_second']:.1f} tok/s")
+      lambda d: f"prefill on the default (float32 tiles) {d['prefill']['tokens_per_second']:.1f} tok/s")
+extra("bench-bf16-coopmat.json",
+      lambda d: f"prefill with STRATA_VK_COOPMAT=1 {d['prefill']['tokens_per_second']:.1f} tok/s, "
+                f"{d['model']['backend'].get('kernels', '?')}")
 extra("bench-bf16-noflash.json",
       lambda d: f"prefill without flash-attention tiles {d['prefill']['tokens_per_second']:.1f} tok/s")
 extra("bench-q4km-convert.json",
@@ -436,7 +436,7 @@ pack() {
 
 phases=("$@")
 [ ${#phases[@]} -eq 0 ] &&
-  phases=(info build model tests bench profile q4km profileq4 noquad attnsplit nocoopmat check shapes)
+  phases=(info build model tests bench profile q4km profileq4 noquad attnsplit coopmat check shapes)
 model_pid=
 quant_pid=
 wait_model() { [ -n "$model_pid" ] && wait "$model_pid"; model_pid=; }
@@ -460,7 +460,7 @@ for p in "${phases[@]}"; do
     profile) wait_model; { phase quantize 200 do_quantize & } ; quant_pid=$!; phase profile 60 do_profile ;;
     q4km) wait_model; [ -n "$quant_pid" ] && wait "$quant_pid"; quant_pid=
           [ -f "$model_q4km" ] || phase quantize 200 do_quantize; phase q4km 120 do_q4km ;;
-    nocoopmat) wait_model; phase nocoopmat 60 do_nocoopmat ;;
+    coopmat) wait_model; phase coopmat 60 do_coopmat ;;
     profileq4) [ -f "$model_q4km" ] && phase profileq4 60 do_profileq4 ;;
     noquad) [ -f "$model_q4km" ] && phase noquad 60 do_noquad ;;
     shapes) wait_model; [ -f "$model_q4km" ] && phase shapes 150 do_shapes ;;
@@ -472,7 +472,7 @@ for p in "${phases[@]}"; do
     sweep) wait_model; phase sweep 300 do_sweep ;;
     check) phase check 300 do_check ;;
     quant) phase quant 400 do_quant ;;
-    *) echo "unknown phase $p (info build model tests bench profile q4km nocoopmat noflash convert kvf16 flashwg" \
+    *) echo "unknown phase $p (info build model tests bench profile q4km coopmat noflash convert kvf16 flashwg" \
             "profileq4 noquad shapes attnsplit sweep check quant)" >&2; exit 2 ;;
   esac
 done

@@ -143,8 +143,8 @@ struct BackendOptions {
     // CPU: true keeps every product in float32 with the weights widened exactly (the reference path: the explorer
     // and the tests). false lets block-type weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) take the integer-dot path:
     // activations quantized to 8 bits per block of 32 (strata/quant.hpp), faster, with a small error
-    // (docs/performance.md). F32/F16/BF16 weights are exact either way. Vulkan: false lets prompts' products run
-    // on matrix units where the device has them (binary16 operands, float32 sums).
+    // (docs/performance.md). F32/F16/BF16 weights are exact either way. Vulkan: no difference (its prompts run on
+    // matrix units only by STRATA_VK_COOPMAT=1).
     bool exact = true;
     // CPU: the instruction set of the kernels, as cpu_isa_name writes it ("" = the best this CPU has). One the
     // CPU lacks is refused with UnsupportedError (tests and measurements force the lesser ones).

@@ -23,7 +23,7 @@ struct VulkanDeviceInfo {
     uint32_t max_workgroup_invocations = 0;  // of a one-dimensional compute workgroup
     bool subgroup_shuffle = false;  // subgroupShuffleXor in compute shaders (flash-attention tiles for prompts)
     // VK_NV_cooperative_matrix with 16x16x16 binary16 -> float32 products, subgroups of 32: the prefill matmul
-    // can run on matrix units (tensor cores)
+    // can run on matrix units (tensor cores; STRATA_VK_COOPMAT=1)
     bool cooperative_matrix = false;
     bool usable = false;          // has what Strata needs (Vulkan 1.2, a compute queue, subgroup arithmetic)
     std::string unusable_reason;  // what it lacks, when !usable

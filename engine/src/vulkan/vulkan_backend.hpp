@@ -132,11 +132,11 @@ struct KernelTuning {
     // whole units per invocation (each lane pays for each scale it works out). The same products either way,
     // summed in another order. STRATA_VK_QUAD_LANES=0|1 overrides.
     bool matvec_quad_lanes = true;
-    // Where the prefill matmul runs: matmul.comp (float32 FMAs), matmul_coopmat.comp on matrix units (binary16
-    // operands: the fast path, BackendOptions::exact false, on a device with VK_NV_cooperative_matrix; the kernel
-    // is checked on the device when the backend is made, and not used if its result is wrong), or that kernel's
-    // emulated form (the same binary16 staging with float32 FMAs, any device: tests). STRATA_VK_COOPMAT=0 keeps
-    // matmul.comp, =1 takes matrix units even on the exact path (tests), =emulated asks for the emulation.
+    // Where the prefill matmul runs: matmul.comp (float32 FMAs, the default: on the one GPU measured it was also
+    // the faster), matmul_coopmat.comp on matrix units (binary16 operands, on a device with
+    // VK_NV_cooperative_matrix, by STRATA_VK_COOPMAT=1; the kernel is checked on the device when the backend is
+    // made, and not used if its result is wrong), or that kernel's emulated form (the same binary16 staging with
+    // float32 FMAs, any device: tests; STRATA_VK_COOPMAT=emulated). STRATA_VK_COOPMAT=0 keeps matmul.comp.
     enum class Prefill { Float32, Coopmat, Emulated } prefill = Prefill::Float32;
 };
 
