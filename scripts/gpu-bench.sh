@@ -324,9 +324,12 @@ for name in ("bench-bf16.json", "bench-q4km.json"):
           f"{pre.get('matmul_gflop_per_second', 0):.0f} GFLOP/s")
     print(f"  per decode token: {json.dumps(d.get('decode_step', {}))}")
     print(f"  kernels: {d['model']['backend'].get('kernels', '?')}")
-def extra(name, what):  # one line per optional phase's result, or why there is none
+def extra(name, what):  # one line per optional phase's result (why there is none, where its file is there)
+    path = os.path.join(out, name)
+    if not os.path.exists(path):
+        return
     try:
-        print(f"{name}: {what(json.load(open(os.path.join(out, name))))}")
+        print(f"{name}: {what(json.load(open(path)))}")
     except Exception as e:
         print(f"{name}: none ({e})")
 extra("bench-bf16-prefill.json",

@@ -41,8 +41,11 @@ layout(constant_id = 4) const bool QUAD_LANES = false;
 // x starts on a 16-byte boundary (cols is a multiple of 32 for every block type), and Q4_K's quants are also
 // read 16 bytes at a time.
 #define WEIGHTS_BINDING 0
-#if defined(VEC) && defined(WTYPE_Q4_K)
+#if defined(VEC)
+#define MATVEC_PIECES 1  // quant.glsl's pieces (Q4_K, Q6_K)
+#if defined(WTYPE_Q4_K)
 #define WEIGHTS_WORDS4 1
+#endif
 #endif
 #include "weights.glsl"
 #ifdef VEC

@@ -220,12 +220,13 @@ uvec2 words2(uint byte) {
     return (byte & 2u) != 0u ? uvec2((a0 >> 16u) | (a1 << 16u), (a1 >> 16u) | (a2 << 16u)) : uvec2(a0, a1);
 }
 
-// Pieces (matvec's GPU form of Q4_K and Q6_K, with 16-byte x loads): piece e of a row (e = 0 .. cols / 32) is 32
-// weights whose quants lie together in the block, so that neighbouring invocations read neighbouring bytes, each
-// has several words in flight, and a sub-block's scale is worked out once per piece rather than once per quad.
-// Its weights form PIECE_GROUPS groups of contiguous elements (piece_group_first), PIECE_GROUP_QUADS quads each;
-// piece_dot takes x in that order (xv: the groups one after the other) and each group's sum of x (xs).
-#if defined(WTYPE_Q4_K) && defined(W_WORD4)
+// Pieces (matvec's GPU form of Q4_K and Q6_K with 16-byte x loads; compiled where matvec defines MATVEC_PIECES):
+// piece e of a row (e = 0 .. cols / 32) is 32 weights whose quants lie together in the block, so that
+// neighbouring invocations read neighbouring bytes, each has several words in flight, and a sub-block's scale is
+// worked out once per piece rather than once per quad. Its weights form PIECE_GROUPS groups of contiguous
+// elements (piece_group_first), PIECE_GROUP_QUADS quads each; piece_dot takes x in that order (xv: the groups one
+// after the other) and each group's sum of x (xs).
+#if defined(MATVEC_PIECES) && defined(WTYPE_Q4_K)
 // 16 bytes of a super-block's quants in one load: bytes 16 (e % 8) .. +15 of qs[128] in super-block e / 8, i.e.
 // elements 16 (e % 2) .. +15 of sub-blocks 2c (the low nibbles) and 2c + 1 (the high ones), c = (e / 2) % 4.
 #define PIECES 1
@@ -254,7 +255,7 @@ float piece_dot(Piece pc, vec4 xv[8], vec4 xs) {
     }
     return pc.ab.x * lo + pc.ab.y * xs.x + pc.ab.z * hi + pc.ab.w * xs.y;
 }
-#elif defined(WTYPE_Q6_K)
+#elif defined(MATVEC_PIECES) && defined(WTYPE_Q6_K)
 // Elements 32k + l0 .. +7 (k = 0..3) of half n of super-block e / 8, n = (e / 4) % 2, l0 = 8 (e % 4): bytes
 // l0 .. +7 of the half's two 32-byte runs of ql (low nibbles: k = 0, 1; high: k = 2, 3) and of its qh (bits 2k,
 // 2k + 1), and the four int8 scales of those sub-blocks of 16. Blocks lie on 2-byte boundaries: words2.

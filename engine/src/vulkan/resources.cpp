@@ -347,7 +347,6 @@ void Sequence::wait(const std::atomic<bool>* cancel) {
             waited_ = submitted_;  // a lost device signals nothing any more
             check(r, "vkWaitForFences");
         }
-        if (cancel && cancel->load()) throw Cancelled();
         if (std::chrono::steady_clock::now() - start > kWaitLimit)
             throw DeviceError("the GPU has not finished a step in " + std::to_string(kWaitLimit.count()) +
                               " s: the device or its driver may be hung (reopen the model on the CPU backend)");
