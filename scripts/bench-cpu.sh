@@ -60,6 +60,7 @@ mkdir -p "$dir"
 
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores"
 echo "cpu flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx|avx2|fma|f16c|avx512f|avx512bw|avx512vl|avx512_vnni|avx_vnni|avx512_bf16)$' | tr '\n' ' ')"
+echo "kernel: $(uname -r); transparent huge pages: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
 echo "load before: $(uptime | sed 's/.*load average/load average/')"
 echo "bench options: --prompt $prompt --gen $gen ${extra[*]:-}"
 echo
@@ -86,6 +87,11 @@ for shape in $shapes; do
       fi
     fi
     sync  # a file just written is still being flushed to disk: that must not overlap the first run
+    # A mapped file's speed depends on its page cache: a kernel with large folios (ext4 on recent kernels, not
+    # Debian 12's 6.1) maps a file that was read ahead in 2 MiB pages, but one just written stays in 4 KiB pages
+    # (decode from the mapping about 3x slower on the Zen 5 VM of docs/performance.md).
+    cache="$(grep -E '^(Cached|FileHugePages|FilePmdMapped):' /proc/meminfo | tr -s ' ' | tr '\n' ' ')"
+    echo "page cache before $(basename "$file"): $cache"
     # Rounds: each strata-cli, then llama.cpp, one run each (llama.cpp --repeats 1: one pp and one tg, as
     # strata-cli bench measures), --rounds times over; the tables give each engine's median over the rounds.
     labels=()

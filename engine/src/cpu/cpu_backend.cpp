@@ -140,9 +140,12 @@ void CpuBackend::make_resident(const Model& model, const std::atomic<bool>* canc
         bytes += (t.nbytes + kAlign - 1) / kAlign * kAlign;
     }
     // Only for weights that decode streams from memory (a small model sits in the caches: a 2 MiB page and its
-    // copy would buy nothing), and with room to spare: the copy is the model's size again (the mapped file's
-    // pages become reclaimable cache once copied), and the pass still needs its activations and KV cache.
-    if ((bytes < (64ull << 20) && mode != "1") || bytes > host_memory_available() / 2) return;
+    // copy would buy nothing), and with room to spare: the copy is the model's size again in memory of its own
+    // (the mapped file's pages, counted as available, become reclaimable cache once copied), and the pass and
+    // everything else on the machine still need some: an eighth of what is available, at least 2 GiB, is left.
+    const uint64_t available = host_memory_available();
+    const uint64_t reserve = std::max<uint64_t>(2ull << 30, available / 8);
+    if ((bytes < (64ull << 20) && mode != "1") || bytes + reserve > available) return;
     HugePageBuffer memory(bytes);
     if (memory.size() == 0) return;
     uint64_t at = 0;
