@@ -43,8 +43,10 @@ bool cpu_wide_float_kernels();
 bool cpu_prefetch_rows();
 
 // How far ahead of its reads a decode kernel prefetches the weights (the block types' and the F16 fast path's):
-// 2 KiB where cpu_prefetch_rows() is false (8B Q4_K_M decode 1.13x, 8B F16 1.14x on an AMD EPYC Zen 4; 1B
-// unchanged), 0 where whole rows are prefetched instead.
+// 4 KiB where cpu_prefetch_rows() is false, 0 where whole rows are prefetched instead. 2 KiB against none gained
+// 13-14% on 8B Q4_K_M and F16 decode on an AMD EPYC Zen 4; 4 KiB against 2 KiB on a Zen 5, alternating runs:
+// 8B Q4_K_M 1.03-1.10x (won 9 of 10 rounds), 8B F16 1.10-1.29x, 1B F16 1.05-1.10x, 1B Q8_0 and Q4_K_M within
+// noise; 8 KiB was no better.
 int cpu_prefetch_ahead();
 
 }  // namespace strata

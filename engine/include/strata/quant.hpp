@@ -74,6 +74,8 @@ struct Q8Activations {
     std::vector<float> sum32;  // [n / 32]: d * sum of q over each 32 elements
     std::vector<float> d8;     // [n / 32 * 8]: d with each scale in 8 consecutive lanes (the 512-bit kernels
                                // read two blocks' scales, one per half of a vector, with one load)
+    std::vector<int16_t> pair32;  // [n / 2]: 32 * (q[2i] + q[2i + 1]), the offset of Q6_K's levels (q - 32) in
+                                  // the pairwise sums of the 256-bit kernels' vpmaddubsw
 };
 
 // Quantizes x[0..n) (n a multiple of 32) into `out`, reusing its storage. Non-finite x gives non-finite d.

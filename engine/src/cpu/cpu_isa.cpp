@@ -86,6 +86,6 @@ bool cpu_prefetch_rows() {
 #endif
 }
 
-int cpu_prefetch_ahead() { return cpu_prefetch_rows() ? 0 : 2048; }
+int cpu_prefetch_ahead() { return cpu_prefetch_rows() ? 0 : 4096; }
 
 }  // namespace strata
