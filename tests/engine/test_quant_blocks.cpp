@@ -541,6 +541,8 @@ TEST_CASE("activations quantize to 8-bit blocks of 32: d = max|x| / 127, q = rou
             else CHECK(q == 0);
         }
         CHECK(a.sum32[size_t(k)] == a.d[size_t(k)] * float(sum));
+        for (int i = 0; i < 16; ++i)
+            CHECK(a.pair32[size_t(16 * k + i)] == 32 * (a.q[size_t(32 * k + 2 * i)] + a.q[size_t(32 * k + 2 * i + 1)]));
     }
     // The rounding error is at most half a level per element: relative RMS ~0.3% for gaussian blocks.
     std::vector<float> y(x.size());
@@ -551,6 +553,7 @@ TEST_CASE("activations quantize to 8-bit blocks of 32: d = max|x| / 127, q = rou
     quant::quantize_activations(bad.data(), 64, a);
     CHECK(std::isfinite(a.d[0]));
     CHECK(std::isnan(a.d[1]));
+    CHECK(std::all_of(a.pair32.begin() + 16, a.pair32.end(), [](int16_t v) { return v == 0; }));
     CHECK_THROWS_AS(quant::quantize_activations(bad.data(), 48, a), Error);
 }
 
