@@ -11,6 +11,8 @@
 //   SWIGLU      out = silu(w1 x) * (w3 x): w3 bound second (binding 3); the workgroup sums ROWS rows of each.
 //   ROPE        out = the rows rotated as rope.comp does (xq, xk): a pair (2i, 2i+1) is two rows of one
 //               workgroup (ROWS even, the chunk's first row even: the host checks), cos and sin from its table.
+//   QK          ROPE over two matrices in one dispatch: wq (binding 0, out at 2) and wk (binding 4, out at 5),
+//               the first row_groups workgroups wq's rows, the next row_groups_b wk's; each as ROPE alone.
 //   OUT_F16     out in binary16, rows 2i and 2i+1 packed into word i as pack_f16.comp does (half.glsl): the new
 //               rows of a KV cache in binary16, with ROPE (xk) or plain (xv); o_first counts words, o_stride
 //               elements; pairs of rows as ROPE's.
@@ -27,6 +29,12 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 4) const bool QUAD_LANES = false;
 #include "common.glsl"
 
+#if defined(QK) && (!defined(ROPE) || defined(OUT_F16) || defined(SWIGLU))
+#error "QK is ROPE's two-matrix form, float32 out"
+#endif
+#ifdef QK
+#define WEIGHTS_B_BINDING 4  // wk; w_sel (weights.glsl) is set once per workgroup
+#endif
 #ifdef SWIGLU
 #define WEIGHTS_B_BINDING 3
 #define WROWS (2u * ROWS)  // sums kept: ROWS rows of w1, then the same rows of w3
@@ -59,6 +67,10 @@ layout(std430, binding = 0) readonly restrict buffer Weights { uvec4 w4[]; };
 #ifdef SWIGLU
 layout(std430, binding = 3) readonly restrict buffer WeightsB { uvec4 wb4[]; };
 #define W4(r, i) ((r) < ROWS ? w4[i] : wb4[i])
+#elif defined(QK)
+layout(std430, binding = WEIGHTS_B_BINDING) readonly restrict buffer WeightsB { uvec4 wb4[]; };
+uint w_sel = 0u;
+#define W4(r, i) (w_sel == 0u ? w4[i] : wb4[i])
 #else
 #define W4(r, i) w4[i]
 #endif
@@ -86,6 +98,9 @@ layout(std430, binding = 2) writeonly restrict buffer O { float o[]; };
 #include "rotary.glsl"
 layout(std430, binding = 3) readonly restrict buffer Table { float table[]; };  // [positions, half_dim, (cos, sin)]
 #endif
+#ifdef QK
+layout(std430, binding = 5) writeonly restrict buffer OB { float ob[]; };  // wk's rows
+#endif
 layout(push_constant) uniform Push {
     uint rows; uint cols; uint T; uint x_first; uint o_first; uint o_stride; uint row_groups;
 #ifdef ROPE
@@ -93,19 +108,31 @@ layout(push_constant) uniform Push {
     uint half_dim;     // head_dim / 2
     uint table_first;  // the table entry of token 0's pair 0
 #endif
+#ifdef QK
+    uint rows_b; uint row_groups_b; uint o_first_b; uint o_stride_b;  // wk's, as rows .. row_groups and o_* wq's
+#endif
 } p;
 
 shared float partial[WROWS * NT * WG];  // [WROWS * NT][subgroup]; WG slots cover any subgroup size
 
 void main() {
     const uint g = group_index();
+#ifdef QK
+    const uint groups = p.row_groups + p.row_groups_b, gr = g % groups;
+    if (gr >= p.row_groups) w_sel = 1u;  // uniform across the workgroup
+    const uint rows = w_sel == 0u ? p.rows : p.rows_b, o_first = w_sel == 0u ? p.o_first : p.o_first_b;
+    const uint o_stride = w_sel == 0u ? p.o_stride : p.o_stride_b;
+    const uint row0 = (w_sel == 0u ? gr : gr - p.row_groups) * ROWS, t0 = (g / groups) * NT;
+#else
+    const uint rows = p.rows, o_first = p.o_first, o_stride = p.o_stride;
     const uint row0 = (g % p.row_groups) * ROWS, t0 = (g / p.row_groups) * NT;
+#endif
     if (t0 >= p.T) return;  // uniform across the workgroup, before the barrier
     const uint tid = gl_LocalInvocationID.x;
     float acc[WROWS * NT];  // [row][token]
     uint wrow[WROWS], xrow[NT];
     // Past the end: re-read, not written.
-    for (uint r = 0u; r < WROWS; ++r) wrow[r] = min(row0 + r % ROWS, p.rows - 1u);
+    for (uint r = 0u; r < WROWS; ++r) wrow[r] = min(row0 + r % ROWS, rows - 1u);
     for (uint t = 0u; t < NT; ++t) xrow[t] = min(t0 + t, p.T - 1u);
     for (uint i = 0u; i < WROWS * NT; ++i) acc[i] = 0.0;
 #if defined(WBLOCK)
@@ -275,14 +302,21 @@ void main() {
     // One item per pair of rows and token.
     for (uint i = first; i < (ROWS / 2u) * NT; i += stride) {
         const uint r = 2u * (i / NT), t = i % NT;
-        if (row0 + r >= p.rows || t0 + t >= p.T) continue;  // rows come in whole pairs
+        if (row0 + r >= rows || t0 + t >= p.T) continue;  // rows come in whole pairs
         const uint pair = ((p.row_base + row0 + r) / 2u) % p.half_dim;
         const uint c = p.table_first + 2u * ((t0 + t) * p.half_dim + pair);
         const vec2 v = rotate_pair(s[r * NT + t], s[(r + 1u) * NT + t], table[c], table[c + 1u]);
 #ifdef OUT_F16
-        o[p.o_first + ((t0 + t) * p.o_stride + row0 + r) / 2u] = half_pair(v.x, v.y);
+        o[o_first + ((t0 + t) * o_stride + row0 + r) / 2u] = half_pair(v.x, v.y);
 #else
-        const uint at = p.o_first + (t0 + t) * p.o_stride + row0 + r;
+        const uint at = o_first + (t0 + t) * o_stride + row0 + r;
+#ifdef QK
+        if (w_sel == 1u) {
+            ob[at] = v.x;
+            ob[at + 1u] = v.y;
+            continue;
+        }
+#endif
         o[at] = v.x;
         o[at + 1u] = v.y;
 #endif
@@ -290,17 +324,17 @@ void main() {
 #elif defined(OUT_F16)
     for (uint i = first; i < (ROWS / 2u) * NT; i += stride) {
         const uint r = 2u * (i / NT), t = i % NT;
-        if (row0 + r >= p.rows || t0 + t >= p.T) continue;  // rows come in whole pairs
-        o[p.o_first + ((t0 + t) * p.o_stride + row0 + r) / 2u] = half_pair(s[r * NT + t], s[(r + 1u) * NT + t]);
+        if (row0 + r >= rows || t0 + t >= p.T) continue;  // rows come in whole pairs
+        o[o_first + ((t0 + t) * o_stride + row0 + r) / 2u] = half_pair(s[r * NT + t], s[(r + 1u) * NT + t]);
     }
 #else
     for (uint i = first; i < ROWS * NT; i += stride) {
         const uint r = i / NT, t = i % NT;
-        if (row0 + r >= p.rows || t0 + t >= p.T) continue;
+        if (row0 + r >= rows || t0 + t >= p.T) continue;
 #ifdef SWIGLU
-        STORE(p.o_first + (t0 + t) * p.o_stride + row0 + r, silu_mul(s[i], s[ROWS * NT + i]));
+        STORE(o_first + (t0 + t) * o_stride + row0 + r, silu_mul(s[i], s[ROWS * NT + i]));
 #else
-        STORE(p.o_first + (t0 + t) * p.o_stride + row0 + r, s[i]);
+        STORE(o_first + (t0 + t) * o_stride + row0 + r, s[i]);
 #endif
     }
 #endif

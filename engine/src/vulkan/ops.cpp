@@ -44,6 +44,10 @@ struct MatvecPush {
     uint32_t row_base, half_dim, table_first;  // ROPE only: the other variants declare the fields above
 };
 constexpr uint32_t kMatvecPushBytes = 7 * sizeof(uint32_t);
+struct MatvecQkPush {
+    MatvecPush q;                                           // wq's rows, x, the table
+    uint32_t rows_b, row_groups_b, o_first_b, o_stride_b;  // wk's
+};
 struct RopePush {
     uint32_t T, pairs_per_row, half_dim, x_first, table_first;
 };
@@ -101,6 +105,13 @@ constexpr WeightVariants kMatvecRope{"matvec_rope_f32", "matvec_rope_f16", "matv
 constexpr WeightVariants kMatvecVecRope{"matvec_vec_rope_f32", "matvec_vec_rope_f16", "matvec_vec_rope_bf16",
                                        "matvec_vec_rope_q8_0", "matvec_vec_rope_q4_0", "matvec_vec_rope_q4_k",
                                        "matvec_vec_rope_q5_k", "matvec_vec_rope_q6_k"};
+constexpr WeightVariants kMatvecRopeQk{"matvec_rope_qk_f32",  "matvec_rope_qk_f16",  "matvec_rope_qk_bf16",
+                                      "matvec_rope_qk_q8_0", "matvec_rope_qk_q4_0", "matvec_rope_qk_q4_k",
+                                      "matvec_rope_qk_q5_k", "matvec_rope_qk_q6_k"};
+constexpr WeightVariants kMatvecVecRopeQk{"matvec_vec_rope_qk_f32",  "matvec_vec_rope_qk_f16",
+                                         "matvec_vec_rope_qk_bf16", "matvec_vec_rope_qk_q8_0",
+                                         "matvec_vec_rope_qk_q4_0", "matvec_vec_rope_qk_q4_k",
+                                         "matvec_vec_rope_qk_q5_k", "matvec_vec_rope_qk_q6_k"};
 constexpr WeightVariants kMatvecF16Out{"matvec_f16out_f32", "matvec_f16out_f16", "matvec_f16out_bf16",
                                       "matvec_f16out_q8_0", "matvec_f16out_q4_0", "matvec_f16out_q4_k",
                                       "matvec_f16out_q5_k", "matvec_f16out_q6_k"};
@@ -291,6 +302,9 @@ const Kernel& VulkanBackend::matvec_kernel(DType t, bool vec, uint32_t nt, Epilo
         case Epilogue::Swiglu: v = vec ? &kMatvecVecSwiglu : &kMatvecSwiglu, buffers = 4; break;
         case Epilogue::Rope: v = vec ? &kMatvecVecRope : &kMatvecRope, buffers = 4, push = sizeof(MatvecPush); break;
         case Epilogue::StoreF16: v = vec ? &kMatvecVecF16Out : &kMatvecF16Out; break;
+        case Epilogue::RopeQk:
+            v = vec ? &kMatvecVecRopeQk : &kMatvecRopeQk, buffers = 6, push = sizeof(MatvecQkPush);
+            break;
         case Epilogue::RopeF16:
             v = vec ? &kMatvecVecRopeF16Out : &kMatvecRopeF16Out, buffers = 4, push = sizeof(MatvecPush);
             break;
@@ -360,6 +374,13 @@ void VulkanBackend::prepare_kernels(const Model& model) {
         if (tuning_.fuse && adds) epilogues.push_back(Epilogue::Add);
         if (tuning_.fuse && name.ends_with("feed_forward.w1")) epilogues.push_back(Epilogue::Swiglu);
         if (tuning_.fuse && rotates) epilogues.push_back(Epilogue::Rope);
+        if (tuning_.fuse && rotates && name.ends_with("attention.wq")) {
+            const std::string wk = name.substr(0, name.size() - 2) + "wk";
+            const auto k = model.tensors.find(wk);
+            if (k != model.tensors.end() && rope_fusable(device_tensor(k->second), model.config.n_kv_heads) &&
+                qk_fusable(d, device_tensor(k->second), 1))
+                epilogues.push_back(Epilogue::RopeQk);
+        }
         for (Epilogue e : epilogues) {
             matvec_kernel(d.dtype, matvec_vec_form(d), 1, e);
             // A prompt on a CPU device, where matvec also runs prompts: its widest pass.
@@ -498,6 +519,57 @@ void VulkanBackend::matmul_rope(Buf out, Buf x, const TensorView& w, int64_t T, 
     if (T > tuning_.matvec_max_tokens || !rope_fusable(d, n_heads) || !tuning_.fuse)
         return Backend::matmul_rope(out, x, w, T, n_heads, pos0);
     matvec(out, x, d, T, Epilogue::Rope, nullptr, pos0);
+}
+
+bool VulkanBackend::qk_fusable(const DeviceTensor& dq, const DeviceTensor& dk, int64_t T) const {
+    return dq.dtype == dk.dtype && dq.cols == dk.cols && dq.chunks.size() == 1 && dk.chunks.size() == 1 &&
+           max_binding_floats() / std::max({dq.cols, dq.rows, dk.rows}) >= T;
+}
+
+void VulkanBackend::matmul_rope_qk(Buf q_out, Buf k_out, Buf x, const TensorView& wq, const TensorView& wk, int64_t T,
+                                   int64_t n_heads, int64_t n_kv_heads, int64_t pos0) {
+    require_recording("matmul_rope_qk");
+    if (T <= 0) return;
+    if (q_out.id == x.id || k_out.id == x.id)
+        throw Error("vulkan backend: matmul_rope_qk output aliases its input (" + wq.name + ")");
+    const DeviceTensor& dq = device_tensor(wq);
+    const DeviceTensor& dk = device_tensor(wk);
+    if (T > tuning_.matvec_max_tokens || !tuning_.fuse || !rope_fusable(dq, n_heads) ||
+        !rope_fusable(dk, n_kv_heads) || !qk_fusable(dq, dk, T))
+        return Backend::matmul_rope_qk(q_out, k_out, x, wq, wk, T, n_heads, n_kv_heads, pos0);
+    matvec_qk(q_out, k_out, x, dq, dk, T, pos0);
+}
+
+void VulkanBackend::matvec_qk(Buf q_out, Buf k_out, Buf x, const DeviceTensor& dq, const DeviceTensor& dk, int64_t T,
+                              int64_t pos0) {
+    // matvec's ROPE pass over wq's rows and then wk's, as one dispatch: each row group is computed exactly as
+    // matmul_rope computes it alone. Both outputs are bound whole (the k rows move through the cache every step),
+    // so the descriptor set stays the same from step to step.
+    const int64_t K = dq.cols;
+    const uint32_t nt = matvec_tokens(T, Epilogue::RopeQk);
+    const bool vec = matvec_vec_form(dq) && (x.offset % 4) == 0;
+    const Kernel& k = matvec_kernel(dq.dtype, vec, nt, Epilogue::RopeQk);
+    const int64_t half = config("matmul_rope_qk").head_dim / 2;
+    ensure_rope_table(pos0 + T);
+    const int64_t table_floats = slots_[rope_table_].floats;
+    const bool whole = table_floats <= max_binding_floats();
+    const int64_t row = pos0 * half * 2;
+    const Binding bs[6] = {
+        bind_weight(dq.chunks[0]),
+        bind(x, 0, T * K, false, "matmul"),
+        bind(q_out, 0, (T - 1) * dq.rows + dq.rows, true, "matmul", true),
+        bind(Buf{rope_table_, 0, 0}, whole ? 0 : row, whole ? table_floats : T * half * 2, false, "matmul_rope_qk"),
+        bind_weight(dk.chunks[0]),
+        bind(k_out, 0, (T - 1) * dk.rows + dk.rows, true, "matmul", true)};
+    const uint32_t groups_q = u32(ceil_div(static_cast<uint64_t>(dq.rows), tuning_.matvec_rows));
+    const uint32_t groups_k = u32(ceil_div(static_cast<uint64_t>(dk.rows), tuning_.matvec_rows));
+    const MatvecQkPush push{{u32(dq.rows), u32(K), u32(T), bs[1].first, bs[2].first, u32(dq.rows), groups_q, 0,
+                             u32(half), bs[3].first + u32(whole ? row : 0)},
+                            u32(dk.rows),
+                            groups_k,
+                            bs[5].first,
+                            u32(dk.rows)};
+    dispatch(k, bs, &push, uint64_t(groups_q + groups_k) * ceil_div(static_cast<uint64_t>(T), nt));
 }
 
 // ---------------------------------------------------------------------------------------------- rope, attention
