@@ -13,6 +13,8 @@
 //               workgroup (ROWS even, the chunk's first row even: the host checks), cos and sin from its table.
 //   QK          ROPE over two matrices in one dispatch: wq (binding 0, out at 2) and wk (binding 4, out at 5),
 //               the first row_groups workgroups wq's rows, the next row_groups_b wk's; each as ROPE alone.
+//   QKV         QK and a third matrix, wv (binding 6, out at 7; the next row_groups_c workgroups), stored as
+//               it is: attention's three projections of x in one dispatch.
 //   OUT_F16     out in binary16, rows 2i and 2i+1 packed into word i as pack_f16.comp does (half.glsl): the new
 //               rows of a KV cache in binary16, with ROPE (xk) or plain (xv); o_first counts words, o_stride
 //               elements; pairs of rows as ROPE's.
@@ -32,8 +34,14 @@ layout(constant_id = 4) const bool QUAD_LANES = false;
 #if defined(QK) && (!defined(ROPE) || defined(OUT_F16) || defined(SWIGLU))
 #error "QK is ROPE's two-matrix form, float32 out"
 #endif
+#if defined(QKV) && !defined(QK)
+#error "QKV is QK with wv"
+#endif
 #ifdef QK
 #define WEIGHTS_B_BINDING 4  // wk; w_sel (weights.glsl) is set once per workgroup
+#endif
+#ifdef QKV
+#define WEIGHTS_C_BINDING 6  // wv
 #endif
 #ifdef SWIGLU
 #define WEIGHTS_B_BINDING 3
@@ -70,7 +78,12 @@ layout(std430, binding = 3) readonly restrict buffer WeightsB { uvec4 wb4[]; };
 #elif defined(QK)
 layout(std430, binding = WEIGHTS_B_BINDING) readonly restrict buffer WeightsB { uvec4 wb4[]; };
 uint w_sel = 0u;
+#ifdef QKV
+layout(std430, binding = WEIGHTS_C_BINDING) readonly restrict buffer WeightsC { uvec4 wc4[]; };
+#define W4(r, i) (w_sel == 0u ? w4[i] : w_sel == 1u ? wb4[i] : wc4[i])
+#else
 #define W4(r, i) (w_sel == 0u ? w4[i] : wb4[i])
+#endif
 #else
 #define W4(r, i) w4[i]
 #endif
@@ -101,6 +114,9 @@ layout(std430, binding = 3) readonly restrict buffer Table { float table[]; };  
 #ifdef QK
 layout(std430, binding = 5) writeonly restrict buffer OB { float ob[]; };  // wk's rows
 #endif
+#ifdef QKV
+layout(std430, binding = 7) writeonly restrict buffer OC { float oc[]; };  // wv's rows
+#endif
 layout(push_constant) uniform Push {
     uint rows; uint cols; uint T; uint x_first; uint o_first; uint o_stride; uint row_groups;
 #ifdef ROPE
@@ -111,6 +127,9 @@ layout(push_constant) uniform Push {
 #ifdef QK
     uint rows_b; uint row_groups_b; uint o_first_b; uint o_stride_b;  // wk's, as rows .. row_groups and o_* wq's
 #endif
+#ifdef QKV
+    uint rows_c; uint row_groups_c; uint o_first_c; uint o_stride_c;  // wv's
+#endif
 } p;
 
 shared float partial[WROWS * NT * WG];  // [WROWS * NT][subgroup]; WG slots cover any subgroup size
@@ -118,11 +137,21 @@ shared float partial[WROWS * NT * WG];  // [WROWS * NT][subgroup]; WG slots cove
 void main() {
     const uint g = group_index();
 #ifdef QK
-    const uint groups = p.row_groups + p.row_groups_b, gr = g % groups;
-    if (gr >= p.row_groups) w_sel = 1u;  // uniform across the workgroup
-    const uint rows = w_sel == 0u ? p.rows : p.rows_b, o_first = w_sel == 0u ? p.o_first : p.o_first_b;
-    const uint o_stride = w_sel == 0u ? p.o_stride : p.o_stride_b;
-    const uint row0 = (w_sel == 0u ? gr : gr - p.row_groups) * ROWS, t0 = (g / groups) * NT;
+    // The matrix this workgroup reads (uniform across it): wq's row groups, then wk's (then wv's).
+    uint groups = p.row_groups + p.row_groups_b, rows = p.rows, o_first = p.o_first, o_stride = p.o_stride;
+#ifdef QKV
+    groups += p.row_groups_c;
+#endif
+    uint gr = g % groups;
+    if (gr >= p.row_groups) {
+        gr -= p.row_groups;
+        w_sel = 1u, rows = p.rows_b, o_first = p.o_first_b, o_stride = p.o_stride_b;
+#ifdef QKV
+        if (gr >= p.row_groups_b) gr -= p.row_groups_b, w_sel = 2u, rows = p.rows_c, o_first = p.o_first_c,
+                                                         o_stride = p.o_stride_c;
+#endif
+    }
+    const uint row0 = gr * ROWS, t0 = (g / groups) * NT;
 #else
     const uint rows = p.rows, o_first = p.o_first, o_stride = p.o_stride;
     const uint row0 = (g % p.row_groups) * ROWS, t0 = (g / p.row_groups) * NT;
@@ -298,6 +327,15 @@ void main() {
         }
     }
     const uint first = one ? 0u : tid, stride = one ? 1u : WG;
+#ifdef QKV
+    if (w_sel == 2u) {  // wv's rows, stored as they are
+        for (uint i = first; i < ROWS * NT; i += stride) {
+            const uint r = i / NT, t = i % NT;
+            if (row0 + r < rows && t0 + t < p.T) oc[o_first + (t0 + t) * o_stride + row0 + r] = s[i];
+        }
+        return;
+    }
+#endif
 #ifdef ROPE
     // One item per pair of rows and token.
     for (uint i = first; i < (ROWS / 2u) * NT; i += stride) {

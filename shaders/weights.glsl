@@ -15,7 +15,13 @@ layout(std430, binding = WEIGHTS_BINDING) readonly buffer Weights { uint w_words
 // one that the readers below see, 0 the first, 1 the second.
 layout(std430, binding = WEIGHTS_B_BINDING) readonly buffer WeightsB { uint wb_words[]; };
 uint w_sel = 0u;
+#if defined(WEIGHTS_C_BINDING)
+// And a third (matvec.comp QKV: wq, wk and wv), w_sel 2.
+layout(std430, binding = WEIGHTS_C_BINDING) readonly buffer WeightsC { uint wc_words[]; };
+#define W_WORD(i) (w_sel == 0u ? w_words[i] : w_sel == 1u ? wb_words[i] : wc_words[i])
+#else
 #define W_WORD(i) (w_sel == 0u ? w_words[i] : wb_words[i])
+#endif
 #else
 #define W_WORD(i) w_words[i]
 #endif
@@ -26,7 +32,12 @@ uint w_sel = 0u;
 layout(std430, binding = WEIGHTS_BINDING) readonly buffer Weights4 { uvec4 w_words4[]; };
 #if defined(WEIGHTS_B_BINDING)
 layout(std430, binding = WEIGHTS_B_BINDING) readonly buffer WeightsB4 { uvec4 wb_words4[]; };
+#if defined(WEIGHTS_C_BINDING)
+layout(std430, binding = WEIGHTS_C_BINDING) readonly buffer WeightsC4 { uvec4 wc_words4[]; };
+#define W_WORD4(i) (w_sel == 0u ? w_words4[i] : w_sel == 1u ? wb_words4[i] : wc_words4[i])
+#else
 #define W_WORD4(i) (w_sel == 0u ? w_words4[i] : wb_words4[i])
+#endif
 #else
 #define W_WORD4(i) w_words4[i]
 #endif

@@ -34,10 +34,11 @@ void Backend::matmul_rope(Buf out, Buf x, const TensorView& w, int64_t T, int64_
     rope(out, T, n_heads, pos0);
 }
 
-void Backend::matmul_rope_qk(Buf q_out, Buf k_out, Buf x, const TensorView& wq, const TensorView& wk, int64_t T,
-                             int64_t n_heads, int64_t n_kv_heads, int64_t pos0) {
+void Backend::matmul_qkv(Buf q_out, Buf k_out, Buf v_out, Buf x, const TensorView& wq, const TensorView& wk,
+                         const TensorView& wv, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t pos0) {
     matmul_rope(q_out, x, wq, T, n_heads, pos0);
     matmul_rope(k_out, x, wk, T, n_kv_heads, pos0);
+    matmul(v_out, x, wv, T);
 }
 
 void Backend::store_f16(Buf, Buf, int64_t) {

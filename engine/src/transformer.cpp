@@ -285,14 +285,14 @@ struct Pass {
         const bool f16_direct = f16 && !cap.touches(name(layer, "k")) && !cap.touches(name(layer, "v"));
         Buf xk = f16 ? s.ffn_a.at(0, T * kv_dim) : cache.k_rows(layer, pos0, T);  // [T, n_kv_heads * head_dim]
         Buf xv = f16 ? s.ffn_b.at(0, T * kv_dim) : cache.v_rows(layer, pos0, T);  // [T, n_kv_heads * head_dim]
-        // RoPE goes into the q and k products (Backend::matmul_rope, both as one op: matmul_rope_qk).
+        // RoPE goes into the q and k products (Backend::matmul_rope): nothing reads them before the rotation.
         if (f16_direct) {
             b.matmul_rope(xq, x, *w.wq, T, c.n_heads, pos0);
             b.matmul_store_f16(cache.k_rows(layer, pos0, T), x, *w.wk, T, c.n_kv_heads, pos0, xk);
             b.matmul_store_f16(cache.v_rows(layer, pos0, T), x, *w.wv, T, 0, pos0, xv);
         } else {
-            b.matmul_rope_qk(xq, xk, x, *w.wq, *w.wk, T, c.n_heads, c.n_kv_heads, pos0);
-            b.matmul(xv, x, *w.wv, T);
+            // The three products of x as one op (Backend::matmul_qkv: one dispatch on Vulkan).
+            b.matmul_qkv(xq, xk, xv, x, *w.wq, *w.wk, *w.wv, T, c.n_heads, c.n_kv_heads, pos0);
         }
         cap.keep(name(layer, "q"), xq, T, q_dim);
         cap.keep(name(layer, "k"), xk, T, kv_dim);

@@ -1,10 +1,10 @@
 // The fused kernels of the decode path (matvec.comp's epilogues): w1 and w3 with SwiGLU in one dispatch
-// (matmul_swiglu), RoPE on the q/k products (matmul_rope), and both of those products in one dispatch
-// (matmul_rope_qk). Each is checked three ways: on the device against its unfused ops (matmul, matmul, swiglu /
-// matmul, rope / two matmul_rope) bit for bit, since the sums, the gate and the rotation are the same float32
-// operations; against the CPU backend (which runs the interface's defaults) within the matmul tests' bound; and
-// whole passes of the golden model with the fusions on and off (STRATA_VK_FUSE=0), equal to the bit and with
-// fewer dispatches and barriers per decode step. Every weight type the matvec reads,
+// (matmul_swiglu), RoPE on the q/k products (matmul_rope), and attention's three products in one dispatch
+// (matmul_qkv). Each is checked three ways: on the device against its unfused ops (matmul, matmul, swiglu /
+// matmul, rope / matmul_rope, matmul_rope, matmul) bit for bit, since the sums, the gate and the rotation are
+// the same float32 operations; against the CPU backend (which runs the interface's defaults) within the matmul
+// tests' bound; and whole passes of the golden model with the fusions on and off (STRATA_VK_FUSE=0), equal to
+// the bit and with fewer dispatches and barriers per decode step. Every weight type the matvec reads,
 // in the device's workgroup shape and in a GPU's. Lavapipe compiles each new pipeline for a while: the shapes are
 // tiny and the cases chosen to reach each variant once.
 #include <bit>
@@ -129,31 +129,38 @@ void check_rope(Backends& backends, DType t, int64_t n_heads, int64_t head_dim, 
     CHECK(got == split);
 }
 
-// wq and wk with RoPE in one dispatch (matmul_rope_qk) against two matmul_rope: q's rows, then a gap that must keep
-// its sentinels, then k's rows, all in one guarded output. `fused`: whether the device should take one dispatch.
-void check_rope_qk(Backends& backends, DType tq, DType tk, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
-                   int64_t K, int64_t T, int64_t pos0, bool fused, int64_t x_offset = 0, uint64_t range = 0) {
+// Attention's three projections in one op (matmul_qkv) against matmul_rope, matmul_rope and matmul: q's rows, a
+// gap that must keep its sentinels, k's rows, another gap, v's rows, all in one guarded output. `dispatches`: how
+// many the device should save against the three ops (2: one pass; 1: wq and wk together, wv alone; 0: none).
+void check_qkv(Backends& backends, DType tq, DType tk, DType tv, int64_t n_heads, int64_t n_kv_heads,
+               int64_t head_dim, int64_t K, int64_t T, int64_t pos0, int64_t saved, int64_t x_offset = 0,
+               uint64_t range = 0) {
     const int64_t Nq = n_heads * head_dim, Nk = n_kv_heads * head_dim, gap = 11;
-    INFO(dtype_name(tq) << " wq [" << Nq << ", " << K << "], " << dtype_name(tk) << " wk [" << Nk << ", " << K
-                        << "], head_dim " << head_dim << ", T = " << T << ", pos0 " << pos0 << ", x offset "
-                        << x_offset << ", binding range " << range);
+    INFO(dtype_name(tq) << " wq [" << Nq << ", " << K << "], " << dtype_name(tk) << " wk and " << dtype_name(tv)
+                        << " wv [" << Nk << ", " << K << "], head_dim " << head_dim << ", T = " << T << ", pos0 "
+                        << pos0 << ", x offset " << x_offset << ", binding range " << range);
     Filler f;
     const int32_t ix = f.add(random_floats(T * K, 85));
     const Model& m = f.model(n_heads, n_kv_heads, head_dim, 64);
-    auto wq = weight("wq", tq, Nq, K, 86), wk = weight("wk", tk, Nk, K, 87);
+    auto wq = weight("wq", tq, Nq, K, 86), wk = weight("wk", tk, Nk, K, 87), wv = weight("wv", tv, Nk, K, 88);
+    const int64_t k0 = T * Nq + gap, v0 = k0 + T * Nk + gap;
     int64_t dispatches = 0;
     auto record = [&](Backend& b, bool one_op) {
-        std::vector<float> got = run(b, m, f, ix, T, K, T * Nq + gap + T * Nk, x_offset, [&](Buf x, Buf out) {
-            const Buf q = out.at(0, T * Nq), k = out.at(T * Nq + gap, T * Nk);
+        std::vector<float> got = run(b, m, f, ix, T, K, v0 + T * Nk, x_offset, [&](Buf x, Buf out) {
+            const Buf q = out.at(0, T * Nq), k = out.at(k0, T * Nk), v = out.at(v0, T * Nk);
             if (one_op) {
-                b.matmul_rope_qk(q, k, x, wq->view, wk->view, T, n_heads, n_kv_heads, pos0);
+                b.matmul_qkv(q, k, v, x, wq->view, wk->view, wv->view, T, n_heads, n_kv_heads, pos0);
             } else {
                 b.matmul_rope(q, x, wq->view, T, n_heads, pos0);
                 b.matmul_rope(k, x, wk->view, T, n_kv_heads, pos0);
+                b.matmul(v, x, wv->view, T);
             }
         });
-        if (b.info().backend == "vulkan") dispatches += (one_op ? 1 : -1) * vulkan_last_step_stats(b).dispatches;
-        for (int64_t i = 0; i < gap; ++i) REQUIRE(got[static_cast<size_t>(T * Nq + i)] == kSentinel);
+        if (b.info().backend == "vulkan") dispatches += (one_op ? -1 : 1) * vulkan_last_step_stats(b).dispatches;
+        for (int64_t i = 0; i < gap; ++i) {
+            REQUIRE(got[static_cast<size_t>(T * Nq + i)] == kSentinel);
+            REQUIRE(got[static_cast<size_t>(k0 + T * Nk + i)] == kSentinel);
+        }
         return got;
     };
     Backend& gpu = backends.get(true, range);
@@ -162,7 +169,7 @@ void check_rope_qk(Backends& backends, DType tq, DType tk, int64_t n_heads, int6
     const std::vector<float> split = record(gpu, false);
     require_close(got, want, tolerance(K));
     CHECK(got == split);
-    CHECK(dispatches == (fused ? -1 : 0));  // one dispatch fewer where the device fuses them
+    CHECK(dispatches == saved);
 }
 
 // Binary16 bits of the words' halves (element 2i in word i's low half), as floats.
@@ -297,7 +304,7 @@ TEST_CASE("RoPE in the q/k product's epilogue equals matmul then rope, for every
     require_no_validation_messages();
 }
 
-TEST_CASE("wq and wk with RoPE in one dispatch equal the two products with RoPE, for every weight type",
+TEST_CASE("wq, wk and wv in one dispatch equal their products with RoPE on q and k, for every weight type",
           "[vulkan][fused]") {
     for (const char* shape : {"", "128,2"}) {
         INFO("STRATA_VK_MATVEC=" << shape);
@@ -308,21 +315,23 @@ TEST_CASE("wq and wk with RoPE in one dispatch equal the two products with RoPE,
         for (DType t : kAllTypes) {
             if (gpu_shape && t != DType::BF16 && t != DType::Q4_K && t != DType::Q6_K) continue;
             // Decode: 3 query heads of 6 (18 rows: a partial last workgroup) and 1 KV head, position 37.
-            check_rope_qk(backends, t, t, 3, 1, 6, 256, 1, 37, true);
+            check_qkv(backends, t, t, t, 3, 1, 6, 256, 1, 37, 2);
         }
         if (gpu_shape) continue;
-        check_rope_qk(backends, DType::BF16, DType::BF16, 4, 2, 8, 256, 3, 61, true);  // a short prompt: 4 a pass
-        check_rope_qk(backends, DType::F16, DType::F16, 2, 1, 8, 36, 1, 5, true);      // no 16-byte words: scalar
-        check_rope_qk(backends, DType::Q8_0, DType::Q8_0, 2, 2, 8, 96, 1, 5, true, 1);  // x off 16 bytes: scalar x
-        // Not one dispatch, and the same results: types that differ (a Q4_K_M file's wk may be Q6_K), weights in
-        // chunks (16 KiB bindings), or a pair split across workgroups (3 rows each, below).
-        check_rope_qk(backends, DType::Q4_K, DType::Q6_K, 2, 1, 8, 256, 1, 9, false);
-        check_rope_qk(backends, DType::F32, DType::F32, 4, 4, 8, 256, 1, 9, false, 0, 16384);
+        check_qkv(backends, DType::BF16, DType::BF16, DType::BF16, 4, 2, 8, 256, 3, 61, 2);  // a short prompt
+        check_qkv(backends, DType::F16, DType::F16, DType::F16, 2, 1, 8, 36, 1, 5, 2);  // no 16-byte words: scalar
+        check_qkv(backends, DType::Q8_0, DType::Q8_0, DType::Q8_0, 2, 2, 8, 96, 1, 5, 2, 1);  // x off 16 bytes
+        // wv of another type (a Q4_K_M file's Q6_K layers): wq and wk in one dispatch, wv's on its own.
+        check_qkv(backends, DType::Q4_K, DType::Q4_K, DType::Q6_K, 2, 1, 8, 256, 1, 9, 1);
+        // None in one: wq and wk of different types, weights in chunks (16 KiB bindings), a pair split across
+        // workgroups (3 rows each, below).
+        check_qkv(backends, DType::Q4_K, DType::Q6_K, DType::Q4_K, 2, 1, 8, 256, 1, 9, 0);
+        check_qkv(backends, DType::F32, DType::F32, DType::F32, 4, 4, 8, 256, 1, 9, 0, 0, 16384);
     }
     {
         ScopedEnv env("STRATA_VK_MATVEC", "8,3");
         Backends backends;
-        check_rope_qk(backends, DType::BF16, DType::BF16, 2, 1, 8, 256, 1, 9, false);
+        check_qkv(backends, DType::BF16, DType::BF16, DType::BF16, 2, 1, 8, 256, 1, 9, 0);
     }
     require_no_validation_messages();
 }
@@ -367,12 +376,12 @@ TEST_CASE("the fused kernels change no bit of a pass, and cut dispatches and bar
     CHECK(fused.prompt.last_logits == unfused.prompt.last_logits);
     CHECK(fused.step1.last_logits == unfused.step1.last_logits);
     CHECK(fused.step2.last_logits == unfused.step2.last_logits);
-    // Per layer: w3's product and swiglu, the two ropes, the two adds, wk's own product (7 dispatches); barriers:
-    // the ones before swiglu and each add, and before the ropes (two of them unfused: the default runs each rope
-    // right after its product, where the hand-ordered pass of before ran both after wv behind one).
+    // Per layer: w3's product and swiglu, the two ropes, the two adds, wk's and wv's own products (8 dispatches);
+    // barriers: the ones before swiglu and each add, and before the ropes (two of them unfused: the default runs
+    // each rope right after its product, where the hand-ordered pass of before ran both after wv behind one).
     INFO("dispatches " << fused.stats.dispatches << " vs " << unfused.stats.dispatches << ", barriers "
                        << fused.stats.barriers << " vs " << unfused.stats.barriers);
-    CHECK(fused.stats.dispatches + 7 * c.n_layers == unfused.stats.dispatches);
+    CHECK(fused.stats.dispatches + 8 * c.n_layers == unfused.stats.dispatches);
     CHECK(fused.stats.barriers + 5 * c.n_layers == unfused.stats.barriers);
     require_no_validation_messages();
 }

@@ -93,11 +93,11 @@ public:
     // out[t, :] = rope(w @ x[t, :]) at positions pos0 .. pos0+T-1: a q or k projection with the rotary embedding
     // applied as its epilogue (n_heads heads of head_dim in a row). The default is matmul, then rope in place.
     virtual void matmul_rope(Buf out, Buf x, const TensorView& w, int64_t T, int64_t n_heads, int64_t pos0);
-    // matmul_rope(q_out, x, wq, T, n_heads, pos0) and matmul_rope(k_out, x, wk, T, n_kv_heads, pos0): both
-    // projections of the same x in one op where a backend fuses them (one pass over both matrices). The default
-    // runs the two, so the results are the same either way.
-    virtual void matmul_rope_qk(Buf q_out, Buf k_out, Buf x, const TensorView& wq, const TensorView& wk, int64_t T,
-                                int64_t n_heads, int64_t n_kv_heads, int64_t pos0);
+    // Attention's three projections of the same x: matmul_rope(q_out, x, wq, T, n_heads, pos0), matmul_rope(k_out,
+    // x, wk, T, n_kv_heads, pos0) and matmul(v_out, x, wv, T), as one op where a backend fuses them (one pass over
+    // the three matrices). The default runs the three, so the results are the same either way.
+    virtual void matmul_qkv(Buf q_out, Buf k_out, Buf v_out, Buf x, const TensorView& wq, const TensorView& wk,
+                            const TensorView& wv, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t pos0);
     // Rotates interleaved pairs (Meta layout) of each head at positions pos0 .. pos0+T-1 by freqs_cis.
     // x: [T, n_heads * head_dim], in place.
     virtual void rope(Buf x, int64_t T, int64_t n_heads, int64_t pos0) = 0;

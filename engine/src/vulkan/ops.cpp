@@ -44,10 +44,12 @@ struct MatvecPush {
     uint32_t row_base, half_dim, table_first;  // ROPE only: the other variants declare the fields above
 };
 constexpr uint32_t kMatvecPushBytes = 7 * sizeof(uint32_t);
-struct MatvecQkPush {
+struct MatvecQkvPush {
     MatvecPush q;                                           // wq's rows, x, the table
     uint32_t rows_b, row_groups_b, o_first_b, o_stride_b;  // wk's
+    uint32_t rows_c, row_groups_c, o_first_c, o_stride_c;  // wv's (QKV only)
 };
+constexpr uint32_t kMatvecQkPushBytes = sizeof(MatvecPush) + 4 * sizeof(uint32_t);
 struct RopePush {
     uint32_t T, pairs_per_row, half_dim, x_first, table_first;
 };
@@ -112,6 +114,13 @@ constexpr WeightVariants kMatvecVecRopeQk{"matvec_vec_rope_qk_f32",  "matvec_vec
                                          "matvec_vec_rope_qk_bf16", "matvec_vec_rope_qk_q8_0",
                                          "matvec_vec_rope_qk_q4_0", "matvec_vec_rope_qk_q4_k",
                                          "matvec_vec_rope_qk_q5_k", "matvec_vec_rope_qk_q6_k"};
+constexpr WeightVariants kMatvecRopeQkv{"matvec_rope_qkv_f32",  "matvec_rope_qkv_f16",  "matvec_rope_qkv_bf16",
+                                       "matvec_rope_qkv_q8_0", "matvec_rope_qkv_q4_0", "matvec_rope_qkv_q4_k",
+                                       "matvec_rope_qkv_q5_k", "matvec_rope_qkv_q6_k"};
+constexpr WeightVariants kMatvecVecRopeQkv{"matvec_vec_rope_qkv_f32",  "matvec_vec_rope_qkv_f16",
+                                          "matvec_vec_rope_qkv_bf16", "matvec_vec_rope_qkv_q8_0",
+                                          "matvec_vec_rope_qkv_q4_0", "matvec_vec_rope_qkv_q4_k",
+                                          "matvec_vec_rope_qkv_q5_k", "matvec_vec_rope_qkv_q6_k"};
 constexpr WeightVariants kMatvecF16Out{"matvec_f16out_f32", "matvec_f16out_f16", "matvec_f16out_bf16",
                                       "matvec_f16out_q8_0", "matvec_f16out_q4_0", "matvec_f16out_q4_k",
                                       "matvec_f16out_q5_k", "matvec_f16out_q6_k"};
@@ -303,7 +312,10 @@ const Kernel& VulkanBackend::matvec_kernel(DType t, bool vec, uint32_t nt, Epilo
         case Epilogue::Rope: v = vec ? &kMatvecVecRope : &kMatvecRope, buffers = 4, push = sizeof(MatvecPush); break;
         case Epilogue::StoreF16: v = vec ? &kMatvecVecF16Out : &kMatvecF16Out; break;
         case Epilogue::RopeQk:
-            v = vec ? &kMatvecVecRopeQk : &kMatvecRopeQk, buffers = 6, push = sizeof(MatvecQkPush);
+            v = vec ? &kMatvecVecRopeQk : &kMatvecRopeQk, buffers = 6, push = kMatvecQkPushBytes;
+            break;
+        case Epilogue::RopeQkv:
+            v = vec ? &kMatvecVecRopeQkv : &kMatvecRopeQkv, buffers = 8, push = sizeof(MatvecQkvPush);
             break;
         case Epilogue::RopeF16:
             v = vec ? &kMatvecVecRopeF16Out : &kMatvecRopeF16Out, buffers = 4, push = sizeof(MatvecPush);
@@ -374,12 +386,15 @@ void VulkanBackend::prepare_kernels(const Model& model) {
         if (tuning_.fuse && adds) epilogues.push_back(Epilogue::Add);
         if (tuning_.fuse && name.ends_with("feed_forward.w1")) epilogues.push_back(Epilogue::Swiglu);
         if (tuning_.fuse && rotates) epilogues.push_back(Epilogue::Rope);
-        if (tuning_.fuse && rotates && name.ends_with("attention.wq")) {
-            const std::string wk = name.substr(0, name.size() - 2) + "wk";
-            const auto k = model.tensors.find(wk);
-            if (k != model.tensors.end() && rope_fusable(device_tensor(k->second), model.config.n_kv_heads) &&
-                qk_fusable(d, device_tensor(k->second), 1))
-                epilogues.push_back(Epilogue::RopeQk);
+        if (tuning_.fuse && rotates && name.ends_with("attention.wq")) {  // matmul_qkv's one dispatch
+            const std::string layer = name.substr(0, name.size() - 2);
+            const auto k = model.tensors.find(layer + "wk"), v = model.tensors.find(layer + "wv");
+            if (k != model.tensors.end() && v != model.tensors.end() &&
+                rope_fusable(device_tensor(k->second), model.config.n_kv_heads)) {
+                const DeviceTensor &dk = device_tensor(k->second), &dv = device_tensor(v->second);
+                if (one_pass(d, dk, &dv, 1)) epilogues.push_back(Epilogue::RopeQkv);
+                else if (one_pass(d, dk, nullptr, 1)) epilogues.push_back(Epilogue::RopeQk);
+            }
         }
         for (Epilogue e : epilogues) {
             matvec_kernel(d.dtype, matvec_vec_form(d), 1, e);
@@ -521,55 +536,73 @@ void VulkanBackend::matmul_rope(Buf out, Buf x, const TensorView& w, int64_t T, 
     matvec(out, x, d, T, Epilogue::Rope, nullptr, pos0);
 }
 
-bool VulkanBackend::qk_fusable(const DeviceTensor& dq, const DeviceTensor& dk, int64_t T) const {
-    return dq.dtype == dk.dtype && dq.cols == dk.cols && dq.chunks.size() == 1 && dk.chunks.size() == 1 &&
-           max_binding_floats() / std::max({dq.cols, dq.rows, dk.rows}) >= T;
+bool VulkanBackend::one_pass(const DeviceTensor& dq, const DeviceTensor& dk, const DeviceTensor* dv, int64_t T) const {
+    const uint32_t buffers = dv ? 8 : 6;
+    const VkPhysicalDeviceLimits& l = ctx_->limits();
+    if (l.maxPerStageDescriptorStorageBuffers < buffers || l.maxDescriptorSetStorageBuffers < buffers) return false;
+    int64_t widest = std::max({dq.cols, dq.rows, dk.rows});
+    for (const DeviceTensor* d : {&dk, dv}) {
+        if (!d) continue;
+        if (d->dtype != dq.dtype || d->cols != dq.cols || d->chunks.size() != 1) return false;
+        widest = std::max(widest, d->rows);
+    }
+    return dq.chunks.size() == 1 && max_binding_floats() / widest >= T;
 }
 
-void VulkanBackend::matmul_rope_qk(Buf q_out, Buf k_out, Buf x, const TensorView& wq, const TensorView& wk, int64_t T,
-                                   int64_t n_heads, int64_t n_kv_heads, int64_t pos0) {
-    require_recording("matmul_rope_qk");
+void VulkanBackend::matmul_qkv(Buf q_out, Buf k_out, Buf v_out, Buf x, const TensorView& wq, const TensorView& wk,
+                               const TensorView& wv, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t pos0) {
+    require_recording("matmul_qkv");
     if (T <= 0) return;
-    if (q_out.id == x.id || k_out.id == x.id)
-        throw Error("vulkan backend: matmul_rope_qk output aliases its input (" + wq.name + ")");
+    if (q_out.id == x.id || k_out.id == x.id || v_out.id == x.id)
+        throw Error("vulkan backend: matmul_qkv output aliases its input (" + wq.name + ")");
     const DeviceTensor& dq = device_tensor(wq);
     const DeviceTensor& dk = device_tensor(wk);
+    const DeviceTensor& dv = device_tensor(wv);
     if (T > tuning_.matvec_max_tokens || !tuning_.fuse || !rope_fusable(dq, n_heads) ||
-        !rope_fusable(dk, n_kv_heads) || !qk_fusable(dq, dk, T))
-        return Backend::matmul_rope_qk(q_out, k_out, x, wq, wk, T, n_heads, n_kv_heads, pos0);
-    matvec_qk(q_out, k_out, x, dq, dk, T, pos0);
+        !rope_fusable(dk, n_kv_heads) || !one_pass(dq, dk, nullptr, T))
+        return Backend::matmul_qkv(q_out, k_out, v_out, x, wq, wk, wv, T, n_heads, n_kv_heads, pos0);
+    // wv of another type (a Q4_K_M file's Q6_K layers) or shape: its product on its own.
+    const bool with_v = one_pass(dq, dk, &dv, T);
+    matvec_qkv(q_out, k_out, v_out, x, dq, dk, with_v ? &dv : nullptr, T, pos0);
+    if (!with_v) matmul(v_out, x, wv, T);
 }
 
-void VulkanBackend::matvec_qk(Buf q_out, Buf k_out, Buf x, const DeviceTensor& dq, const DeviceTensor& dk, int64_t T,
-                              int64_t pos0) {
-    // matvec's ROPE pass over wq's rows and then wk's, as one dispatch: each row group is computed exactly as
-    // matmul_rope computes it alone. Both outputs are bound whole (the k rows move through the cache every step),
-    // so the descriptor set stays the same from step to step.
+void VulkanBackend::matvec_qkv(Buf q_out, Buf k_out, Buf v_out, Buf x, const DeviceTensor& dq, const DeviceTensor& dk,
+                               const DeviceTensor* dv, int64_t T, int64_t pos0) {
+    // matvec's ROPE pass over wq's rows, then wk's, then (dv) wv's stored as they are, as one dispatch: each row
+    // group is computed exactly as matmul_rope or matmul computes it alone. The outputs are bound whole (the k and
+    // v rows move through the cache every step), so the descriptor set stays the same from step to step.
     const int64_t K = dq.cols;
-    const uint32_t nt = matvec_tokens(T, Epilogue::RopeQk);
+    const Epilogue e = dv ? Epilogue::RopeQkv : Epilogue::RopeQk;
+    const uint32_t nt = matvec_tokens(T, e);
     const bool vec = matvec_vec_form(dq) && (x.offset % 4) == 0;
-    const Kernel& k = matvec_kernel(dq.dtype, vec, nt, Epilogue::RopeQk);
-    const int64_t half = config("matmul_rope_qk").head_dim / 2;
+    const Kernel& k = matvec_kernel(dq.dtype, vec, nt, e);
+    const int64_t half = config("matmul_qkv").head_dim / 2;
     ensure_rope_table(pos0 + T);
     const int64_t table_floats = slots_[rope_table_].floats;
     const bool whole = table_floats <= max_binding_floats();
     const int64_t row = pos0 * half * 2;
-    const Binding bs[6] = {
+    Binding bs[8] = {
         bind_weight(dq.chunks[0]),
         bind(x, 0, T * K, false, "matmul"),
-        bind(q_out, 0, (T - 1) * dq.rows + dq.rows, true, "matmul", true),
-        bind(Buf{rope_table_, 0, 0}, whole ? 0 : row, whole ? table_floats : T * half * 2, false, "matmul_rope_qk"),
+        bind(q_out, 0, T * dq.rows, true, "matmul", true),
+        bind(Buf{rope_table_, 0, 0}, whole ? 0 : row, whole ? table_floats : T * half * 2, false, "matmul_qkv"),
         bind_weight(dk.chunks[0]),
-        bind(k_out, 0, (T - 1) * dk.rows + dk.rows, true, "matmul", true)};
-    const uint32_t groups_q = u32(ceil_div(static_cast<uint64_t>(dq.rows), tuning_.matvec_rows));
-    const uint32_t groups_k = u32(ceil_div(static_cast<uint64_t>(dk.rows), tuning_.matvec_rows));
-    const MatvecQkPush push{{u32(dq.rows), u32(K), u32(T), bs[1].first, bs[2].first, u32(dq.rows), groups_q, 0,
-                             u32(half), bs[3].first + u32(whole ? row : 0)},
-                            u32(dk.rows),
-                            groups_k,
-                            bs[5].first,
-                            u32(dk.rows)};
-    dispatch(k, bs, &push, uint64_t(groups_q + groups_k) * ceil_div(static_cast<uint64_t>(T), nt));
+        bind(k_out, 0, T * dk.rows, true, "matmul", true)};
+    if (dv) {
+        bs[6] = bind_weight(dv->chunks[0]);
+        bs[7] = bind(v_out, 0, T * dv->rows, true, "matmul", true);
+    }
+    auto groups = [&](const DeviceTensor& d) {
+        return u32(ceil_div(static_cast<uint64_t>(d.rows), tuning_.matvec_rows));
+    };
+    const uint32_t groups_q = groups(dq), groups_k = groups(dk), groups_v = dv ? groups(*dv) : 0;
+    const MatvecQkvPush push{{u32(dq.rows), u32(K), u32(T), bs[1].first, bs[2].first, u32(dq.rows), groups_q, 0,
+                              u32(half), bs[3].first + u32(whole ? row : 0)},
+                             u32(dk.rows), groups_k, bs[5].first, u32(dk.rows),
+                             dv ? u32(dv->rows) : 0, groups_v, dv ? bs[7].first : 0, dv ? u32(dv->rows) : 0};
+    dispatch(k, std::span<const Binding>(bs, k.buffers()), &push,
+             uint64_t(groups_q + groups_k + groups_v) * ceil_div(static_cast<uint64_t>(T), nt));
 }
 
 // ---------------------------------------------------------------------------------------------- rope, attention

@@ -120,7 +120,7 @@ struct KernelTuning {
     // last, up to submit_most. STRATA_VK_SUBMIT="FIRST,MOST" overrides them, "0" submits each step whole.
     int64_t submit_first = 8;
     int64_t submit_most = 64;
-    // matvec.comp's epilogues (matmul_add, matmul_swiglu, matmul_rope, matmul_rope_qk fused). STRATA_VK_FUSE=0
+    // matvec.comp's epilogues (matmul_add, matmul_swiglu, matmul_rope, matmul_qkv fused). STRATA_VK_FUSE=0
     // turns them off: every op then runs as the interface's default, for tests that compare both and for
     // before/after counts.
     bool fuse = true;
@@ -164,8 +164,8 @@ public:
     void matmul_swiglu(Buf out, Buf x, const TensorView& w1, const TensorView& w3, int64_t T, Buf a_scratch,
                        Buf b_scratch) override;
     void matmul_rope(Buf out, Buf x, const TensorView& w, int64_t T, int64_t n_heads, int64_t pos0) override;
-    void matmul_rope_qk(Buf q_out, Buf k_out, Buf x, const TensorView& wq, const TensorView& wk, int64_t T,
-                        int64_t n_heads, int64_t n_kv_heads, int64_t pos0) override;
+    void matmul_qkv(Buf q_out, Buf k_out, Buf v_out, Buf x, const TensorView& wq, const TensorView& wk,
+                    const TensorView& wv, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t pos0) override;
     void rope(Buf x, int64_t T, int64_t n_heads, int64_t pos0) override;
     void attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs) override;
     void store_f16(Buf dst, Buf src, int64_t n) override;
@@ -265,8 +265,8 @@ private:
     // What matvec.comp does with its finished sums: store them, add them into out (wo, w2), gate two products
     // (w1 with w3), rotate pairs of rows (wq, wk).
     // StoreF16 / RopeF16: Store / Rope with the rows written in binary16 pairs (matmul_store_f16). RopeQk: Rope
-    // over wq's and wk's rows in one dispatch (matmul_rope_qk).
-    enum class Epilogue { Store, Add, Swiglu, Rope, StoreF16, RopeF16, RopeQk };
+    // over wq's and wk's rows in one dispatch; RopeQkv: the same and wv's rows stored (matmul_qkv).
+    enum class Epilogue { Store, Add, Swiglu, Rope, StoreF16, RopeF16, RopeQk, RopeQkv };
     uint32_t matvec_tokens(int64_t T, Epilogue e = Epilogue::Store) const;  // tokens per pass for a prompt of T
     static bool matvec_vec_form(const DeviceTensor& d);
     const Kernel& matvec_kernel(DType t, bool vec, uint32_t nt, Epilogue e = Epilogue::Store);
@@ -274,10 +274,11 @@ private:
     // Rope.
     void matvec(Buf out, Buf x, const DeviceTensor& d, int64_t T, Epilogue e, const DeviceTensor* w3 = nullptr,
                 int64_t pos0 = 0);
-    // matmul_rope_qk's one dispatch (wq and wk of one type and width, each in one chunk, x in one binding).
-    bool qk_fusable(const DeviceTensor& dq, const DeviceTensor& dk, int64_t T) const;
-    void matvec_qk(Buf q_out, Buf k_out, Buf x, const DeviceTensor& dq, const DeviceTensor& dk, int64_t T,
-                   int64_t pos0);
+    // matmul_qkv's one dispatch over matrices of one type and width, each in one chunk, with x in one binding
+    // and the device's storage buffers enough; dv null: wq and wk only.
+    bool one_pass(const DeviceTensor& dq, const DeviceTensor& dk, const DeviceTensor* dv, int64_t T) const;
+    void matvec_qkv(Buf q_out, Buf k_out, Buf v_out, Buf x, const DeviceTensor& dq, const DeviceTensor& dk,
+                    const DeviceTensor* dv, int64_t T, int64_t pos0);
     bool rope_fusable(const DeviceTensor& d, int64_t n_heads) const;  // pairs of rows stay in one workgroup
     bool pairs_fusable(const DeviceTensor& d) const;                  // the same, whatever the shape
     const Kernel& matmul_kernel(DType t);
