@@ -443,7 +443,6 @@ void VulkanBackend::matvec(Buf out, Buf x, const DeviceTensor& d, int64_t T, Epi
     const bool f16 = e == Epilogue::StoreF16 || e == Epilogue::RopeF16;  // out: binary16 pairs, two to a word
     const int64_t half = rope ? config("matmul_rope").head_dim / 2 : 0;
     if (rope) ensure_rope_table(pos0 + T);
-    const int64_t table_floats = rope ? slots_[rope_table_].floats : 0;
     const int64_t per = std::max<int64_t>(1, max_binding_floats() / std::max(K, N));  // tokens per binding
     // One dispatch in all (decode): out's descriptor covers its whole buffer, so the set is the same whichever
     // rows it writes (a KV cache's row at pos0 moves every step).
@@ -457,15 +456,11 @@ void VulkanBackend::matvec(Buf out, Buf x, const DeviceTensor& d, int64_t T, Epi
                              f16 ? bind(out, o0 / 2, on / 2, true, "matmul", single)
                                  : bind(out, o0, on, true, "matmul", single)};
             if (e == Epilogue::Swiglu) bs[3] = bind_weight(w3->chunks[ci]);  // the same rows of w3
-            // The whole table where one binding holds it, with the position in the push constants: the same
-            // descriptor set every step. Otherwise the rows of these positions.
             uint32_t table_first = 0;
             if (rope) {
-                const bool whole = table_floats <= max_binding_floats();
-                const int64_t row = (pos0 + t0) * half * 2;
-                bs[3] = bind(Buf{rope_table_, 0, 0}, whole ? 0 : row, whole ? table_floats : tc * half * 2, false,
-                             "matmul_rope");
-                table_first = bs[3].first + u32(whole ? row : 0);
+                const TableBinding tb = bind_rope_table(pos0 + t0, tc, half, "matmul_rope");
+                bs[3] = tb.binding;
+                table_first = tb.first;
             }
             const uint32_t row_groups = u32(ceil_div(static_cast<uint64_t>(c.rows), tuning_.matvec_rows));
             const MatvecPush push{u32(c.rows), u32(K),     u32(tc),   bs[1].first, bs[2].first, u32(N),
@@ -579,14 +574,12 @@ void VulkanBackend::matvec_qkv(Buf q_out, Buf k_out, Buf v_out, Buf x, const Dev
     const Kernel& k = matvec_kernel(dq.dtype, vec, nt, e);
     const int64_t half = config("matmul_qkv").head_dim / 2;
     ensure_rope_table(pos0 + T);
-    const int64_t table_floats = slots_[rope_table_].floats;
-    const bool whole = table_floats <= max_binding_floats();
-    const int64_t row = pos0 * half * 2;
+    const TableBinding table = bind_rope_table(pos0, T, half, "matmul_qkv");
     Binding bs[8] = {
         bind_weight(dq.chunks[0]),
         bind(x, 0, T * K, false, "matmul"),
         bind(q_out, 0, T * dq.rows, true, "matmul", true),
-        bind(Buf{rope_table_, 0, 0}, whole ? 0 : row, whole ? table_floats : T * half * 2, false, "matmul_qkv"),
+        table.binding,
         bind_weight(dk.chunks[0]),
         bind(k_out, 0, T * dk.rows, true, "matmul", true)};
     if (dv) {
@@ -598,11 +591,18 @@ void VulkanBackend::matvec_qkv(Buf q_out, Buf k_out, Buf v_out, Buf x, const Dev
     };
     const uint32_t groups_q = groups(dq), groups_k = groups(dk), groups_v = dv ? groups(*dv) : 0;
     const MatvecQkvPush push{{u32(dq.rows), u32(K), u32(T), bs[1].first, bs[2].first, u32(dq.rows), groups_q, 0,
-                              u32(half), bs[3].first + u32(whole ? row : 0)},
+                              u32(half), table.first},
                              u32(dk.rows), groups_k, bs[5].first, u32(dk.rows),
                              dv ? u32(dv->rows) : 0, groups_v, dv ? bs[7].first : 0, dv ? u32(dv->rows) : 0};
     dispatch(k, std::span<const Binding>(bs, k.buffers()), &push,
              uint64_t(groups_q + groups_k + groups_v) * ceil_div(static_cast<uint64_t>(T), nt));
+}
+
+VulkanBackend::TableBinding VulkanBackend::bind_rope_table(int64_t pos, int64_t T, int64_t half, const char* op) {
+    const int64_t table_floats = slots_[rope_table_].floats, row = pos * half * 2;
+    const bool whole = table_floats <= max_binding_floats();
+    const Binding b = bind(Buf{rope_table_, 0, 0}, whole ? 0 : row, whole ? table_floats : T * half * 2, false, op);
+    return {b, b.first + u32(whole ? row : 0)};
 }
 
 // ---------------------------------------------------------------------------------------------- rope, attention
@@ -617,17 +617,11 @@ void VulkanBackend::rope(Buf x, int64_t T, int64_t n_heads, int64_t pos0) {
     const int64_t per = std::max<int64_t>(1, max_binding_floats() / row);
     // As in matvec's ROPE epilogue: the whole table (and x's whole buffer for a single dispatch), the positions
     // in the push constants, so that the descriptor set stays the same from step to step.
-    const int64_t table_floats = slots_[rope_table_].floats;
-    const bool whole_table = table_floats <= max_binding_floats();
-    const Buf table{rope_table_, 0, 0};
     for (int64_t t0 = 0; t0 < T; t0 += per) {
         const int64_t tc = std::min(per, T - t0);
-        const int64_t at = (pos0 + t0) * half * 2;
-        const Binding bs[] = {
-            bind(x, t0 * row, tc * row, true, "rope", per >= T),
-            bind(table, whole_table ? 0 : at, whole_table ? table_floats : tc * half * 2, false, "rope")};
-        const RopePush push{u32(tc), u32(n_heads * half), u32(half), bs[0].first,
-                            bs[1].first + u32(whole_table ? at : 0)};
+        const TableBinding table = bind_rope_table(pos0 + t0, tc, half, "rope");
+        const Binding bs[] = {bind(x, t0 * row, tc * row, true, "rope", per >= T), table.binding};
+        const RopePush push{u32(tc), u32(n_heads * half), u32(half), bs[0].first, table.first};
         dispatch(k, bs, &push, ceil_div(static_cast<uint64_t>(tc * n_heads * half), kElementwiseWG));
     }
 }

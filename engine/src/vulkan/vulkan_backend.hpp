@@ -211,6 +211,14 @@ private:
     Binding bind(Buf b, int64_t first, int64_t count, bool write, const char* op, bool whole = false);
     // The most elements one binding is sure to cover, whatever the start offset.
     int64_t max_binding_floats() const;
+    // The RoPE cos/sin table for T positions from pos (after ensure_rope_table), half pairs each: the whole table
+    // where one binding holds it, the position then in the push constants, so that the descriptor set is the same
+    // from step to step; otherwise these positions' rows. `first`: the push constant that points at pos's pair 0.
+    struct TableBinding {
+        Binding binding;
+        uint32_t first;
+    };
+    TableBinding bind_rope_table(int64_t pos, int64_t T, int64_t half, const char* op);
     Binding bind_weight(const DeviceTensor::Chunk& c) const;
 
     // ---- recording (vulkan_backend.cpp)
