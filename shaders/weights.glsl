@@ -11,8 +11,8 @@
 #if defined(WEIGHTS_BINDING)
 layout(std430, binding = WEIGHTS_BINDING) readonly buffer Weights { uint w_words[]; };
 #if defined(WEIGHTS_B_BINDING)
-// A second matrix of the same type and shape (matvec.comp SWIGLU reads w1 and w3 in one pass): w_sel picks the
-// one that the readers below see, 0 the first, 1 the second.
+// A second matrix of the same type and row length (matvec.comp: SWIGLU reads w1 and w3 in one pass, QK wq and
+// wk): w_sel picks the one that the readers below see, 0 the first, 1 the second.
 layout(std430, binding = WEIGHTS_B_BINDING) readonly buffer WeightsB { uint wb_words[]; };
 uint w_sel = 0u;
 #if defined(WEIGHTS_C_BINDING)
