@@ -8,6 +8,11 @@
 // Epilogues, each saving a dispatch and a barrier on the decode path (every sum is computed exactly as without
 // them, so the results equal the unfused ops' bit for bit):
 //   ACCUMULATE  out += w x: the residual add fused into wo and w2.
+//   NORM        ACCUMULATE, then RMSNorm of the new rows (norm.glsl, as rmsnorm.comp computes it) into binding 4
+//               with the gain at binding 3 (its type in gain_type): the workgroup that finishes last (a counter
+//               at binding 5, which it sets back to 0) normalizes them. The norm after wo (ffn_norm) and after
+//               w2 (the next layer's attention_norm, or the final norm). One token group (T <= NT), one dimension
+//               of workgroups: the host checks.
 //   SWIGLU      out = silu(w1 x) * (w3 x): w3 bound second (binding 3); the workgroup sums ROWS rows of each.
 //   ROPE        out = the rows rotated as rope.comp does (xq, xk): a pair (2i, 2i+1) is two rows of one
 //               workgroup (ROWS even, the chunk's first row even: the host checks), cos and sin from its table.
@@ -36,6 +41,9 @@ layout(constant_id = 4) const bool QUAD_LANES = false;
 #endif
 #if defined(QKV) && !defined(QK)
 #error "QKV is QK with wv"
+#endif
+#if defined(NORM) && !defined(ACCUMULATE)
+#error "NORM follows ACCUMULATE's residual add"
 #endif
 #ifdef QK
 #define WEIGHTS_B_BINDING 4  // wk; w_sel (weights.glsl) is set once per workgroup
@@ -97,6 +105,23 @@ layout(std430, binding = 1) readonly restrict buffer X { float x[]; };
 #ifdef OUT_F16
 layout(std430, binding = 2) writeonly restrict buffer O { uint o[]; };
 #include "half.glsl"
+#elif defined(ACCUMULATE) && defined(NORM)
+// coherent: the last workgroup reads every other workgroup's rows, past any cache that is not shared.
+layout(std430, binding = 2) coherent restrict buffer O { float o[]; };
+#define STORE(i, s) o[i] = o[i] + (s)
+layout(std430, binding = 3) readonly restrict buffer Gain { uint gain_words[]; };  // [rows], gain_type
+layout(std430, binding = 4) writeonly restrict buffer N { float xn[]; };          // [T, rows]
+layout(std430, binding = 5) coherent restrict buffer Count { uint norm_count; };
+#define NORM_X(i) o[i]
+#include "norm.glsl"
+shared uint norm_last;
+// Element i of the gain, widened as weights.glsl widens its type (0 f32, 1 f16, 2 bf16; all exact).
+float gain_at(uint i, uint type) {
+    if (type == 0u) return uintBitsToFloat(gain_words[i]);
+    const uint word = gain_words[i >> 1];
+    if (type == 1u) return unpackHalf2x16(word)[i & 1u];
+    return uintBitsToFloat((i & 1u) != 0u ? (word & 0xFFFF0000u) : (word << 16));
+}
 #elif defined(ACCUMULATE)
 layout(std430, binding = 2) restrict buffer O { float o[]; };
 #define STORE(i, s) o[i] = o[i] + (s)
@@ -130,6 +155,9 @@ layout(push_constant) uniform Push {
 #ifdef QKV
     uint rows_c; uint row_groups_c; uint o_first_c; uint o_stride_c;  // wv's
 #endif
+#ifdef NORM
+    uint gain_type; uint n_first; float eps;  // the norm's gain type, its output's first element, its epsilon
+#endif
 } p;
 
 shared float partial[WROWS * NT * WG];  // [WROWS * NT][subgroup]; WG slots cover any subgroup size
@@ -156,7 +184,9 @@ void main() {
     const uint rows = p.rows, o_first = p.o_first, o_stride = p.o_stride;
     const uint row0 = (g % p.row_groups) * ROWS, t0 = (g / p.row_groups) * NT;
 #endif
+#ifndef NORM
     if (t0 >= p.T) return;  // uniform across the workgroup, before the barrier
+#endif
     const uint tid = gl_LocalInvocationID.x;
     float acc[WROWS * NT];  // [row][token]
     uint wrow[WROWS], xrow[NT];
@@ -312,9 +342,13 @@ void main() {
     // and one elected invocation writes. Otherwise each subgroup's share goes through shared memory.
     float s[WROWS * NT];
     const bool one = gl_NumSubgroups == 1u;
+    bool writes = true;
     if (one) {
         for (uint i = 0u; i < WROWS * NT; ++i) s[i] = subgroupAdd(acc[i]);
-        if (!subgroupElect()) return;
+        writes = subgroupElect();
+#ifndef NORM
+        if (!writes) return;
+#endif
     } else {
         for (uint i = 0u; i < WROWS * NT; ++i) {
             const float v = subgroupAdd(acc[i]);
@@ -326,7 +360,7 @@ void main() {
             for (uint j = 0u; j < gl_NumSubgroups; ++j) s[i] += partial[i * WG + j];
         }
     }
-    const uint first = one ? 0u : tid, stride = one ? 1u : WG;
+    const uint first = one ? (writes ? 0u : ROWS * NT) : tid, stride = one ? 1u : WG;
 #ifdef QKV
     if (w_sel == 2u) {  // wv's rows, stored as they are
         for (uint i = first; i < ROWS * NT; i += stride) {
@@ -375,5 +409,22 @@ void main() {
         STORE(o_first + (t0 + t) * o_stride + row0 + r, s[i]);
 #endif
     }
+#endif
+#ifdef NORM
+    // The last workgroup to get here sees every row of the sum (each wrote its rows and made them visible before
+    // counting itself) and normalizes the T new rows.
+    memoryBarrierBuffer();
+    barrier();
+    if (tid == 0u) norm_last = atomicAdd(norm_count, 1u) == gl_NumWorkGroups.x - 1u ? 1u : 0u;
+    barrier();
+    if (norm_last == 0u) return;
+    memoryBarrierBuffer();
+    for (uint t = 0u; t < p.T; ++t) {
+        const uint ob = o_first + t * o_stride;
+        const float inv = norm_inv_rms(ob, rows, p.eps);
+        for (uint i = tid; i < rows; i += WG)
+            xn[p.n_first + t * rows + i] = (o[ob + i] * inv) * gain_at(i, p.gain_type);
+    }
+    if (tid == 0u) norm_count = 0u;  // for the next dispatch (after a barrier)
 #endif
 }

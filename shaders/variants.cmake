@@ -1,11 +1,11 @@
 # Every shader variant: "name|source.comp|DEFINE=1,OTHER=2". The Vulkan backend asks for variants by name.
 # Weight-reading kernels come once per stored type (widened to float32 in the shader); matvec also in a
 # 16-byte-load form (VEC) for rows whose length allows it, and both forms again with an epilogue: adding into
-# their output (ACCUMULATE: the residual add fused into wo and w2), w1 and w3 with SwiGLU (SWIGLU), RoPE on the
-# q/k projections (ROPE; QK: both in one dispatch, QKV: with v too), and the k and v projections' rows written in
-# binary16, with or without RoPE (OUT_F16: a KV cache in binary16). The prefill matmul also on matrix units
-# (matmul_coopmat: VK_NV_cooperative_matrix) and in that kernel's emulated form (the same staging and binary16
-# operands, float32 FMAs: tests on any device).
+# their output (ACCUMULATE: the residual add fused into wo and w2; with NORM also the RMSNorm that follows them),
+# w1 and w3 with SwiGLU (SWIGLU), RoPE on the q/k projections (ROPE; QK: both in one dispatch, QKV: with v too),
+# and the k and v projections' rows written in binary16, with or without RoPE (OUT_F16: a KV cache in binary16).
+# The prefill matmul also on matrix units (matmul_coopmat: VK_NV_cooperative_matrix) and in that kernel's
+# emulated form (the same staging and binary16 operands, float32 FMAs: tests on any device).
 set(STRATA_SHADER_VARIANTS
   "add|add.comp"
   "copy|copy.comp"
@@ -36,6 +36,8 @@ foreach(wtype IN ITEMS f32 f16 bf16)
     "matvec_vec_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1"
     "matvec_add_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ACCUMULATE=1"
     "matvec_vec_add_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ACCUMULATE=1"
+    "matvec_add_norm_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ACCUMULATE=1,NORM=1"
+    "matvec_vec_add_norm_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ACCUMULATE=1,NORM=1"
     "matvec_swiglu_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,SWIGLU=1"
     "matvec_vec_swiglu_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,SWIGLU=1"
     "matvec_rope_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ROPE=1"
@@ -61,6 +63,8 @@ foreach(wtype IN ITEMS q8_0 q4_0 q4_k q5_k q6_k)
     "matvec_vec_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1"
     "matvec_add_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ACCUMULATE=1"
     "matvec_vec_add_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ACCUMULATE=1"
+    "matvec_add_norm_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ACCUMULATE=1,NORM=1"
+    "matvec_vec_add_norm_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ACCUMULATE=1,NORM=1"
     "matvec_swiglu_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,SWIGLU=1"
     "matvec_vec_swiglu_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,SWIGLU=1"
     "matvec_rope_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ROPE=1"

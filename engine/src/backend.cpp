@@ -22,6 +22,12 @@ void Backend::matmul_add(Buf out, Buf x, const TensorView& w, int64_t T, Buf scr
     add(out, out, scratch, T * w.rows());
 }
 
+void Backend::matmul_add_rmsnorm(Buf out, Buf x, const TensorView& w, int64_t T, Buf scratch, Buf norm_out,
+                                 const TensorView& norm_weight, float eps) {
+    matmul_add(out, x, w, T, scratch);
+    rmsnorm(norm_out, out, norm_weight, T, eps);
+}
+
 void Backend::matmul_swiglu(Buf out, Buf x, const TensorView& w1, const TensorView& w3, int64_t T, Buf a_scratch,
                             Buf b_scratch) {
     matmul(a_scratch, x, w1, T);

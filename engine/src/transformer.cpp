@@ -178,9 +178,10 @@ public:
 
     bool wants(const std::string& name) const { return request_.wants(name); }
     // Whether the pass must materialise the tensor at `name`: kept, or changed by an intervention.
-    bool touches(const std::string& name) const {
-        return request_.wants(name) || std::any_of(request_.interventions.begin(), request_.interventions.end(),
-                                                   [&](const Intervention& iv) { return iv.site == name; });
+    bool touches(const std::string& name) const { return request_.wants(name) || changes(name); }
+    bool changes(const std::string& name) const {
+        return std::any_of(request_.interventions.begin(), request_.interventions.end(),
+                           [&](const Intervention& iv) { return iv.site == name; });
     }
     // src: [rows, cols], rows at positions pos0.. of this step.
     void site(const std::string& name, Buf src, int64_t rows, int64_t cols) {
@@ -269,14 +270,16 @@ struct Pass {
     Captures& cap;
     int64_t T, pos0;
     bool want_probs;
+    bool normed = false;  // xn holds the next norm of the residual stream already (Backend::matmul_add_rmsnorm)
 
     std::string name(int64_t layer, const char* what) const { return "layers." + std::to_string(layer) + "." + what; }
 
     // Attention.forward: xq, xk, xv = wq(x), wk(x), wv(x); rotary embedding on xq, xk; the new keys and values
     // go into the cache; scores = softmax(xq @ keys^T / sqrt(head_dim) + mask); output = wo(scores @ values).
-    // With `residual` valid, wo's product is added into it (matmul_add) and `out` is only its scratch.
+    // With `residual` valid, wo's product is added into it (matmul_add) and `out` is only its scratch; with
+    // `norm` too, norm(residual) goes into norm_out (matmul_add_rmsnorm).
     void attention(int64_t layer, const LayerWeights& w, Buf x /* [T, dim] */, Buf out /* [T, dim] */,
-                   Buf residual = {}) {
+                   Buf residual = {}, const TensorView* norm = nullptr, Buf norm_out = {}) {
         const int64_t kv_dim = c.kv_dim(), q_dim = c.q_dim();
         Buf xq = s.xq.at(0, T * q_dim);                                   // [T, n_heads * head_dim]
         // The new keys and values: the cache's rows themselves, or (binary16 cache) rounded into it as they are
@@ -311,21 +314,24 @@ struct Pass {
         else b.attention(output, xq, keys, values, T, pos0, scores);
         if (want_probs) cap.keep(name(layer, "attention.probs"), scores, c.n_heads * T, L);
         cap.site(name(layer, "attention.heads"), output, T, q_dim);
-        if (residual.valid()) b.matmul_add(residual, output, *w.wo, T, out);
+        if (norm) b.matmul_add_rmsnorm(residual, output, *w.wo, T, out, norm_out, *norm, c.norm_eps);
+        else if (residual.valid()) b.matmul_add(residual, output, *w.wo, T, out);
         else b.matmul(out, output, *w.wo, T);
     }
 
     // FeedForward.forward: w2(silu(w1(x)) * w3(x)). w1 and w3 with the gate are one op (Backend::matmul_swiglu):
     // nothing reads their products on their own; a and g are its scratch where a backend does not fuse it.
+    // `residual`, `norm` and `norm_out` as attention's.
     void feed_forward(int64_t layer, const LayerWeights& w, Buf x /* [T, dim] */, Buf out /* [T, dim] */,
-                      Buf residual = {}) {
+                      Buf residual = {}, const TensorView* norm = nullptr, Buf norm_out = {}) {
         const int64_t hd = c.hidden_dim;
         Buf a = s.ffn_a.at(0, T * hd);              // [T, hidden_dim]
         Buf g = s.ffn_b.at(0, T * hd);              // [T, hidden_dim]
         Buf hidden = s.ffn_hidden.at(0, T * hd);    // [T, hidden_dim]
         b.matmul_swiglu(hidden, x, *w.w1, *w.w3, T, a, g);
         cap.site(name(layer, "ffn_hidden"), hidden, T, hd);
-        if (residual.valid()) b.matmul_add(residual, hidden, *w.w2, T, out);
+        if (norm) b.matmul_add_rmsnorm(residual, hidden, *w.w2, T, out, norm_out, *norm, c.norm_eps);
+        else if (residual.valid()) b.matmul_add(residual, hidden, *w.w2, T, out);
         else b.matmul(out, hidden, *w.w2, T);
     }
 
@@ -333,35 +339,43 @@ struct Pass {
     //   h = x + attention(attention_norm(x))
     //   out = h + feed_forward(ffn_norm(h))
     // Where neither the trace nor an intervention needs attention_out / ffn_out on their own, the residual add
-    // goes into the product (Backend::matmul_add): the same sums, one op fewer each.
-    void block(int64_t layer, const LayerWeights& w) {
+    // goes into the product (Backend::matmul_add): the same sums, one op fewer each. The RMSNorm that reads the
+    // sum then goes with it (Backend::matmul_add_rmsnorm): ffn_norm after wo; after w2 `next_norm`, the norm of
+    // the block's output that comes next (the next block's attention_norm or the final norm), unless an
+    // intervention changes the output before it; `normed` then says so.
+    void block(int64_t layer, const LayerWeights& w, const TensorView* next_norm) {
         const int64_t dim = c.dim;
         Buf x = s.x.at(0, T * dim);                // [T, dim] in: x; then h; out: the block's output
         Buf xn = s.xn.at(0, T * dim);              // [T, dim]
         Buf attn_out = s.attn_out.at(0, T * dim);  // [T, dim]
         Buf ffn_out = s.ffn_out.at(0, T * dim);    // [T, dim]
 
-        b.rmsnorm(xn, x, *w.attention_norm, T, c.norm_eps);
+        if (!normed) b.rmsnorm(xn, x, *w.attention_norm, T, c.norm_eps);
         cap.keep(name(layer, "attention_norm"), xn, T, dim);
         if (cap.touches(name(layer, "attention_out"))) {
             attention(layer, w, xn, attn_out);
             cap.site(name(layer, "attention_out"), attn_out, T, dim);
             b.add(x, x, attn_out, T * dim);  // h
+            b.rmsnorm(xn, x, *w.ffn_norm, T, c.norm_eps);
         } else {
-            attention(layer, w, xn, attn_out, x);  // h
+            attention(layer, w, xn, attn_out, x, w.ffn_norm, xn);  // h, and ffn_norm(h) into xn
         }
         cap.keep(name(layer, "h"), x, T, dim);
-
-        b.rmsnorm(xn, x, *w.ffn_norm, T, c.norm_eps);
         cap.keep(name(layer, "ffn_norm"), xn, T, dim);
+
+        const std::string out_site = "h." + std::to_string(layer);
+        normed = false;
         if (cap.touches(name(layer, "ffn_out"))) {
             feed_forward(layer, w, xn, ffn_out);
             cap.site(name(layer, "ffn_out"), ffn_out, T, dim);
             b.add(x, x, ffn_out, T * dim);  // out
+        } else if (next_norm && !cap.changes(out_site)) {
+            feed_forward(layer, w, xn, ffn_out, x, next_norm, xn);  // out, and next_norm(out) into xn
+            normed = true;
         } else {
             feed_forward(layer, w, xn, ffn_out, x);  // out
         }
-        cap.site("h." + std::to_string(layer), x, T, dim);
+        cap.site(out_site, x, T, dim);
     }
 };
 
@@ -442,10 +456,12 @@ Trace Transformer::step(KVCache& cache, std::span<const int32_t> tokens, const T
     };
     for (int64_t layer = 0; layer < c.n_layers; ++layer) {
         if (in_pieces && layer > 0) run_so_far();
-        pass.block(layer, scratch_->layers[static_cast<size_t>(layer)]);
+        const bool last = layer + 1 == c.n_layers;
+        pass.block(layer, scratch_->layers[static_cast<size_t>(layer)],
+                   last ? scratch_->norm : scratch_->layers[static_cast<size_t>(layer + 1)].attention_norm);
     }
     Buf hn = s.xn.at(0, T * c.dim);  // [T, dim]
-    b.rmsnorm(hn, h, *scratch_->norm, T, c.norm_eps);
+    if (!pass.normed) b.rmsnorm(hn, h, *scratch_->norm, T, c.norm_eps);
     cap.keep("norm", hn, T, c.dim);
 
     // Logits for every position, or only for the last (what generation needs).

@@ -1,6 +1,8 @@
 // Interventions on the Vulkan backend: every kind of ablation, patching, the patching sweep and attribution give
 // what the CPU backend gives on the golden model (the engine tests check the CPU against independent
 // computations), with the validation layer silent.
+#include <algorithm>
+
 #include "strata/causal.hpp"
 #include "strata/intervention.hpp"
 #include "strata/transformer.hpp"
@@ -77,6 +79,47 @@ TEST_CASE("ablations and patches on Vulkan equal the CPU backend's", "[vulkan][i
     const int64_t V = c.vocab_size, T = static_cast<int64_t>(tokens.size());
     CHECK(rel_l2(last.last_logits, std::span<const float>(full.find("logits")->data).subspan(size_t((T - 1) * V))) <
           1e-5);
+}
+
+TEST_CASE("a patch of a block's output reaches the next norm on the fused path too", "[vulkan][interventions]") {
+    // Without a trace that keeps everything, w2's product carries the next norm (matmul_add_rmsnorm) unless an
+    // intervention changes the block's output h.L first. A short prompt (one pass of the matvec) and a decode
+    // step, each with h.L patched from another prompt, on Vulkan and on the CPU backend, against the CPU backend
+    // keeping everything (the unfused pass: the norm then runs after the patch, as model.py would see it).
+    Both& b = both();
+    const ModelConfig& c = b.model->config;
+    const auto tokens = prompt();
+    std::vector<int32_t> other(tokens.begin(), tokens.begin() + 6);  // the donor: another prompt
+    std::reverse(other.begin(), other.end());
+    const Trace donor = run(*b.cpu, other, {});
+    auto logits = [&](Backend& be, const char* site, int64_t pos, bool keep_all) {
+        Transformer tf(*b.model, be);
+        KVCache cache(be, c, 8);
+        TraceRequest r;
+        r.all = keep_all;
+        r.interventions = {patch_from(donor, PatchSpec{site, pos})};
+        const Trace prompt_trace = tf.prefill(cache, std::span<const int32_t>(tokens).first(5), r);
+        const Trace step = tf.decode(cache, tokens[5], r);
+        std::vector<float> out = prompt_trace.last_logits;
+        out.insert(out.end(), step.last_logits.begin(), step.last_logits.end());
+        return out;
+    };
+    for (const auto& [site, pos] : {std::pair{"h.0", 4}, std::pair{"h.1", 5}, std::pair{"h.2", 4}}) {
+        INFO(site << " at " << pos);
+        const std::vector<float> want = logits(*b.cpu, site, pos, true);
+        const std::vector<float> unpatched = [&] {
+            Transformer tf(*b.model, *b.cpu);
+            KVCache cache(*b.cpu, c, 8);
+            std::vector<float> out = tf.prefill(cache, std::span<const int32_t>(tokens).first(5), {}).last_logits;
+            const std::vector<float> step = tf.decode(cache, tokens[5], {}).last_logits;
+            out.insert(out.end(), step.begin(), step.end());
+            return out;
+        }();
+        REQUIRE(rel_l2(want, unpatched) > 1e-3);  // the patch changes what the model says
+        CHECK(rel_l2(logits(*b.cpu, site, pos, false), want) < 1e-6);
+        CHECK(rel_l2(logits(*b.vulkan, site, pos, false), want) < 1e-5);
+        require_no_validation_messages();
+    }
 }
 
 TEST_CASE("the patching sweep and attribution on Vulkan equal the CPU backend's", "[vulkan][interventions]") {

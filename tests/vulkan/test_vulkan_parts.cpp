@@ -68,9 +68,10 @@ TEST_CASE("a step submitted in parts as it is recorded changes no bit, with the 
                        << whole.stats.barriers << " / " << parts.stats.barriers << " / " << every.stats.barriers);
     CHECK(whole.stats.submissions == 1);
     CHECK(whole.stats.first_submit_ms == whole.stats.record_ms);
-    // The golden decode step has more than 8 + 16 dispatches: at least three parts by default.
-    REQUIRE(whole.stats.dispatches > 24);
-    CHECK(parts.stats.submissions >= 3);
+    // The golden decode step has more than 8 dispatches (22 since matmul_add_rmsnorm): at least two parts by
+    // default; `every` crosses a part boundary after each of its dispatches.
+    REQUIRE(whole.stats.dispatches > 8);
+    CHECK(parts.stats.submissions >= 2);
     CHECK(parts.stats.first_submit_ms < parts.stats.record_ms);
     CHECK(every.stats.submissions == every.stats.dispatches);
     CHECK(every.stats.dispatches == whole.stats.dispatches);

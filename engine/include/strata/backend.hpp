@@ -85,6 +85,11 @@ public:
     // into the product overrides it; the default computes the product into scratch ([T, out]) and adds it, so
     // the result is the same either way (one float32 add of the same sum).
     virtual void matmul_add(Buf out, Buf x, const TensorView& w, int64_t T, Buf scratch);
+    // matmul_add, then norm_out = rmsnorm(out, norm_weight, eps) of its T rows: wo's or w2's residual add and the
+    // RMSNorm that reads its result (ffn_norm, the next block's attention_norm, the final norm), as one op where a
+    // backend fuses them. The default runs the two, so the results are the same either way.
+    virtual void matmul_add_rmsnorm(Buf out, Buf x, const TensorView& w, int64_t T, Buf scratch, Buf norm_out,
+                                    const TensorView& norm_weight, float eps);
     // out[t, :] = silu(w1 @ x[t, :]) * (w3 @ x[t, :]): FeedForward's gate from its two products. A backend that
     // computes both products in one pass and applies the gate there overrides it; the default computes them into
     // a_scratch and b_scratch ([T, hidden_dim] each) and runs swiglu, so the result is the same either way.

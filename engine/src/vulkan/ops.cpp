@@ -50,6 +50,12 @@ struct MatvecQkvPush {
     uint32_t rows_c, row_groups_c, o_first_c, o_stride_c;  // wv's (QKV only)
 };
 constexpr uint32_t kMatvecQkPushBytes = sizeof(MatvecPush) + 4 * sizeof(uint32_t);
+struct MatvecNormPush {
+    uint32_t rows, cols, T, x_first, o_first, o_stride, row_groups;  // as MatvecPush's first fields
+    uint32_t gain_type, n_first;                                     // gain: 0 f32, 1 f16, 2 bf16
+    float eps;
+};
+constexpr uint32_t kNormSharedBytes = 65 * 4;  // norm.glsl's 64 lane sums and matvec's flag
 struct RopePush {
     uint32_t T, pairs_per_row, half_dim, x_first, table_first;
 };
@@ -96,6 +102,13 @@ constexpr WeightVariants kMatvecAdd{"matvec_add_f32", "matvec_add_f16", "matvec_
 constexpr WeightVariants kMatvecVecAdd{"matvec_vec_add_f32", "matvec_vec_add_f16", "matvec_vec_add_bf16",
                                        "matvec_vec_add_q8_0", "matvec_vec_add_q4_0", "matvec_vec_add_q4_k",
                                        "matvec_vec_add_q5_k", "matvec_vec_add_q6_k"};
+constexpr WeightVariants kMatvecAddNorm{"matvec_add_norm_f32",  "matvec_add_norm_f16",  "matvec_add_norm_bf16",
+                                     "matvec_add_norm_q8_0", "matvec_add_norm_q4_0", "matvec_add_norm_q4_k",
+                                     "matvec_add_norm_q5_k", "matvec_add_norm_q6_k"};
+constexpr WeightVariants kMatvecVecAddNorm{"matvec_vec_add_norm_f32",  "matvec_vec_add_norm_f16",
+                                        "matvec_vec_add_norm_bf16", "matvec_vec_add_norm_q8_0",
+                                        "matvec_vec_add_norm_q4_0", "matvec_vec_add_norm_q4_k",
+                                        "matvec_vec_add_norm_q5_k", "matvec_vec_add_norm_q6_k"};
 constexpr WeightVariants kMatvecSwiglu{"matvec_swiglu_f32", "matvec_swiglu_f16", "matvec_swiglu_bf16",
                                       "matvec_swiglu_q8_0", "matvec_swiglu_q4_0", "matvec_swiglu_q4_k",
                                       "matvec_swiglu_q5_k", "matvec_swiglu_q6_k"};
@@ -291,7 +304,9 @@ uint32_t VulkanBackend::matvec_tokens(int64_t T, Epilogue e) const {
     // matvec.comp keeps ROWS * NT * WG partial sums in shared memory (twice that with SWIGLU): fewer tokens per
     // pass if they do not fit.
     const uint64_t rows = uint64_t(tuning_.matvec_rows) * (e == Epilogue::Swiglu ? 2 : 1);
-    while (nt > 1 && rows * nt * tuning_.matvec_workgroup * 4 > ctx_->limits().maxComputeSharedMemorySize) nt /= 2;
+    const uint64_t extra = e == Epilogue::AddNorm ? kNormSharedBytes : 0;
+    while (nt > 1 && rows * nt * tuning_.matvec_workgroup * 4 + extra > ctx_->limits().maxComputeSharedMemorySize)
+        nt /= 2;
     return nt;
 }
 
@@ -308,6 +323,9 @@ const Kernel& VulkanBackend::matvec_kernel(DType t, bool vec, uint32_t nt, Epilo
     switch (e) {
         case Epilogue::Store: v = vec ? &kMatvecVec : &kMatvec; break;
         case Epilogue::Add: v = vec ? &kMatvecVecAdd : &kMatvecAdd; break;
+        case Epilogue::AddNorm:
+            v = vec ? &kMatvecVecAddNorm : &kMatvecAddNorm, buffers = 6, push = sizeof(MatvecNormPush);
+            break;
         case Epilogue::Swiglu: v = vec ? &kMatvecVecSwiglu : &kMatvecSwiglu, buffers = 4; break;
         case Epilogue::Rope: v = vec ? &kMatvecVecRope : &kMatvecRope, buffers = 4, push = sizeof(MatvecPush); break;
         case Epilogue::StoreF16: v = vec ? &kMatvecVecF16Out : &kMatvecF16Out; break;
@@ -384,6 +402,7 @@ void VulkanBackend::prepare_kernels(const Model& model) {
         const bool rotates = (name.ends_with("attention.wq") && rope_fusable(d, model.config.n_heads)) ||
                              (name.ends_with("attention.wk") && rope_fusable(d, model.config.n_kv_heads));
         if (tuning_.fuse && adds) epilogues.push_back(Epilogue::Add);
+        if (tuning_.fuse && adds && norm_fusable(d, 1)) epilogues.push_back(Epilogue::AddNorm);
         if (tuning_.fuse && name.ends_with("feed_forward.w1")) epilogues.push_back(Epilogue::Swiglu);
         if (tuning_.fuse && rotates) epilogues.push_back(Epilogue::Rope);
         if (tuning_.fuse && rotates && name.ends_with("attention.wq")) {  // matmul_qkv's one dispatch
@@ -479,6 +498,45 @@ void VulkanBackend::matmul_add(Buf out, Buf x, const TensorView& w, int64_t T, B
     if (T > tuning_.matvec_max_tokens || !tuning_.fuse)  // the tiled kernel, or fusion off
         return Backend::matmul_add(out, x, w, T, scratch);
     matvec(out, x, d, T, Epilogue::Add);
+}
+
+bool VulkanBackend::norm_fusable(const DeviceTensor& d, int64_t T) const {
+    // matvec's NORM tail: one dispatch of one token group in one dimension of workgroups (its last workgroup
+    // counts them all), the product in one chunk, x and out in one binding, six storage buffers.
+    const VkPhysicalDeviceLimits& l = ctx_->limits();
+    return tuning_.fuse && T <= tuning_.matvec_max_tokens && T <= matvec_tokens(T, Epilogue::AddNorm) &&
+           d.chunks.size() == 1 && max_binding_floats() / std::max(d.cols, d.rows) >= T &&
+           ceil_div(static_cast<uint64_t>(d.rows), tuning_.matvec_rows) <= ctx_->max_groups_x() &&
+           l.maxPerStageDescriptorStorageBuffers >= 6 && l.maxDescriptorSetStorageBuffers >= 6;
+}
+
+void VulkanBackend::matmul_add_rmsnorm(Buf out, Buf x, const TensorView& w, int64_t T, Buf scratch, Buf norm_out,
+                                       const TensorView& norm_weight, float eps) {
+    require_recording("matmul_add_rmsnorm");
+    if (T <= 0) return;
+    if (out.id == x.id || norm_out.id == out.id || norm_out.id == x.id)
+        throw Error("vulkan backend: matmul_add_rmsnorm's buffers alias (" + w.name + ")");
+    const DeviceTensor& d = device_tensor(w);
+    const DeviceTensor& g = device_tensor(norm_weight);
+    const uint32_t gain_type = g.dtype == DType::F32 ? 0 : g.dtype == DType::F16 ? 1 : g.dtype == DType::BF16 ? 2 : 3;
+    if (!norm_fusable(d, T) || gain_type == 3 || g.chunks.size() != 1 || g.rows * g.cols != d.rows)
+        return Backend::matmul_add_rmsnorm(out, x, w, T, scratch, norm_out, norm_weight, eps);
+    // The product added into out as matmul_add's matvec does, then the last workgroup normalizes the T new rows
+    // as rmsnorm.comp does (norm.glsl): the same bits as the two ops.
+    const int64_t K = d.cols, N = d.rows;
+    const uint32_t nt = matvec_tokens(T, Epilogue::AddNorm);
+    const bool vec = matvec_vec_form(d) && (x.offset % 4) == 0;
+    const Kernel& k = matvec_kernel(d.dtype, vec, nt, Epilogue::AddNorm);
+    const Binding bs[6] = {bind_weight(d.chunks[0]),
+                           bind(x, 0, T * K, false, "matmul"),
+                           bind(out, 0, T * N, true, "matmul", true),
+                           bind_weight(g.chunks[0]),
+                           bind(norm_out, 0, T * N, true, "matmul_add_rmsnorm", true),
+                           bind(Buf{norm_count_, 0, 1}, 0, 1, true, "matmul_add_rmsnorm")};
+    const uint32_t row_groups = u32(ceil_div(static_cast<uint64_t>(N), tuning_.matvec_rows));
+    const MatvecNormPush push{u32(N), u32(K), u32(T), bs[1].first, bs[2].first, u32(N), row_groups,
+                              gain_type, bs[4].first, eps};
+    dispatch(k, bs, &push, row_groups);
 }
 
 void VulkanBackend::matmul_swiglu(Buf out, Buf x, const TensorView& w1, const TensorView& w3, int64_t T,

@@ -154,6 +154,8 @@ VulkanBackend::VulkanBackend(const BackendOptions& options) : options_(options) 
     }
     // Bound in place of a buffer an op does not have (attention without probs); never read or written.
     dummy_ = new_slot(Buffer(*ctx_, 16, Memory::DeviceLocal, "placeholder buffer"), 4, "placeholder");
+    // matvec's NORM tail counts its finished workgroups here; the last sets it back to 0.
+    norm_count_ = alloc(1, "matvec NORM counter").id;
     // Matrix units are used only once they gave the right product here: a driver that builds the kernel but
     // computes it wrongly costs prompt speed, not garbage.
     if (tuning_.prefill != KernelTuning::Prefill::Float32) {
@@ -251,7 +253,7 @@ Buf VulkanBackend::alloc(int64_t n, std::string_view debug_name) {
 
 void VulkanBackend::free(Buf b) {
     if (!b.valid() || b.id >= slots_.size() || !slots_[b.id].live || b.id == dummy_ || b.id == rope_table_ ||
-        b.id == topk_scratch_ || b.id == attention_scratch_)
+        b.id == topk_scratch_ || b.id == attention_scratch_ || b.id == norm_count_)
         return;
     Slot& s = slots_[b.id];
     forget_descriptor_sets();

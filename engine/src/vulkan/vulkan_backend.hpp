@@ -120,7 +120,8 @@ struct KernelTuning {
     // last, up to submit_most. STRATA_VK_SUBMIT="FIRST,MOST" overrides them, "0" submits each step whole.
     int64_t submit_first = 8;
     int64_t submit_most = 64;
-    // matvec.comp's epilogues (matmul_add, matmul_swiglu, matmul_rope, matmul_qkv fused). STRATA_VK_FUSE=0
+    // matvec.comp's epilogues (matmul_add, matmul_add_rmsnorm, matmul_swiglu, matmul_rope, matmul_qkv fused).
+    // STRATA_VK_FUSE=0
     // turns them off: every op then runs as the interface's default, for tests that compare both and for
     // before/after counts.
     bool fuse = true;
@@ -161,6 +162,8 @@ public:
     // Fused into matvec.comp's epilogue (ACCUMULATE, SWIGLU, ROPE, QK) where the matvec kernel runs, the interface's
     // default (the product, then the elementwise op) elsewhere.
     void matmul_add(Buf out, Buf x, const TensorView& w, int64_t T, Buf scratch) override;
+    void matmul_add_rmsnorm(Buf out, Buf x, const TensorView& w, int64_t T, Buf scratch, Buf norm_out,
+                            const TensorView& norm_weight, float eps) override;
     void matmul_swiglu(Buf out, Buf x, const TensorView& w1, const TensorView& w3, int64_t T, Buf a_scratch,
                        Buf b_scratch) override;
     void matmul_rope(Buf out, Buf x, const TensorView& w, int64_t T, int64_t n_heads, int64_t pos0) override;
@@ -273,8 +276,9 @@ private:
     // What matvec.comp does with its finished sums: store them, add them into out (wo, w2), gate two products
     // (w1 with w3), rotate pairs of rows (wq, wk).
     // StoreF16 / RopeF16: Store / Rope with the rows written in binary16 pairs (matmul_store_f16). RopeQk: Rope
-    // over wq's and wk's rows in one dispatch; RopeQkv: the same and wv's rows stored (matmul_qkv).
-    enum class Epilogue { Store, Add, Swiglu, Rope, StoreF16, RopeF16, RopeQk, RopeQkv };
+    // over wq's and wk's rows in one dispatch; RopeQkv: the same and wv's rows stored (matmul_qkv). AddNorm: Add,
+    // then the RMSNorm of the new rows by the last workgroup (matmul_add_rmsnorm).
+    enum class Epilogue { Store, Add, Swiglu, Rope, StoreF16, RopeF16, RopeQk, RopeQkv, AddNorm };
     uint32_t matvec_tokens(int64_t T, Epilogue e = Epilogue::Store) const;  // tokens per pass for a prompt of T
     static bool matvec_vec_form(const DeviceTensor& d);
     const Kernel& matvec_kernel(DType t, bool vec, uint32_t nt, Epilogue e = Epilogue::Store);
@@ -288,6 +292,7 @@ private:
     void matvec_qkv(Buf q_out, Buf k_out, Buf v_out, Buf x, const DeviceTensor& dq, const DeviceTensor& dk,
                     const DeviceTensor* dv, int64_t T, int64_t pos0);
     bool rope_fusable(const DeviceTensor& d, int64_t n_heads) const;  // pairs of rows stay in one workgroup
+    bool norm_fusable(const DeviceTensor& d, int64_t T) const;         // matmul_add_rmsnorm's one dispatch
     bool pairs_fusable(const DeviceTensor& d) const;                  // the same, whatever the shape
     const Kernel& matmul_kernel(DType t);
     const Kernel& embed_kernel(DType t);
@@ -316,6 +321,7 @@ private:
     // An internal scratch slot of at least `floats` (replaced by a bigger buffer when short).
     Buf scratch(uint32_t& slot, int64_t floats, const char* name);
     uint32_t dummy_ = kUntracked;  // slot bound where an op has no buffer (attention without probs)
+    uint32_t norm_count_ = kUntracked;  // slot of matvec's NORM counter of finished workgroups (0 between dispatches)
 
     Sequence step_;
     // Descriptor sets live across steps, cached by (layout, buffer ranges): a decode step binds the same ranges
