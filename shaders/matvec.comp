@@ -412,10 +412,14 @@ void main() {
 #endif
 #ifdef NORM
     // The last workgroup to get here sees every row of the sum (each wrote its rows and made them visible before
-    // counting itself) and normalizes the T new rows.
+    // counting itself) and normalizes the T new rows. The counting invocation fences again after the workgroup's
+    // barrier, so that what the others wrote is ordered before its count too.
     memoryBarrierBuffer();
     barrier();
-    if (tid == 0u) norm_last = atomicAdd(norm_count, 1u) == gl_NumWorkGroups.x - 1u ? 1u : 0u;
+    if (tid == 0u) {
+        memoryBarrierBuffer();
+        norm_last = atomicAdd(norm_count, 1u) == gl_NumWorkGroups.x - 1u ? 1u : 0u;
+    }
     barrier();
     if (norm_last == 0u) return;
     memoryBarrierBuffer();
