@@ -20,6 +20,8 @@
 //               the first row_groups workgroups wq's rows, the next row_groups_b wk's; each as ROPE alone.
 //   QKV         QK and a third matrix, wv (binding 6, out at 7; the next row_groups_c workgroups), stored as
 //               it is: attention's three projections of x in one dispatch.
+//   KV_F16      QK (or QKV) with wk's (and wv's) rows in binary16 pairs as OUT_F16 writes them (a KV cache in
+//               binary16); q stays float32. o_first_b and o_first_c count words.
 //   OUT_F16     out in binary16, rows 2i and 2i+1 packed into word i as pack_f16.comp does (half.glsl): the new
 //               rows of a KV cache in binary16, with ROPE (xk) or plain (xv); o_first counts words, o_stride
 //               elements; pairs of rows as ROPE's.
@@ -41,6 +43,9 @@ layout(constant_id = 4) const bool QUAD_LANES = false;
 #endif
 #if defined(QKV) && !defined(QK)
 #error "QKV is QK with wv"
+#endif
+#if defined(KV_F16) && !defined(QK)
+#error "KV_F16 is QK's (or QKV's) binary16 cache rows"
 #endif
 #if defined(NORM) && !defined(ACCUMULATE)
 #error "NORM follows ACCUMULATE's residual add"
@@ -136,11 +141,17 @@ layout(std430, binding = 2) writeonly restrict buffer O { float o[]; };
 #include "rotary.glsl"
 layout(std430, binding = 3) readonly restrict buffer Table { float table[]; };  // [positions, half_dim, (cos, sin)]
 #endif
+#ifdef KV_F16
+#include "half.glsl"
+#define KV_WORD uint  // wk's and wv's rows in binary16 pairs
+#else
+#define KV_WORD float
+#endif
 #ifdef QK
-layout(std430, binding = 5) writeonly restrict buffer OB { float ob[]; };  // wk's rows
+layout(std430, binding = 5) writeonly restrict buffer OB { KV_WORD ob[]; };  // wk's rows
 #endif
 #ifdef QKV
-layout(std430, binding = 7) writeonly restrict buffer OC { float oc[]; };  // wv's rows
+layout(std430, binding = 7) writeonly restrict buffer OC { KV_WORD oc[]; };  // wv's rows
 #endif
 layout(push_constant) uniform Push {
     uint rows; uint cols; uint T; uint x_first; uint o_first; uint o_stride; uint row_groups;
@@ -363,10 +374,18 @@ void main() {
     const uint first = one ? (writes ? 0u : ROWS * NT) : tid, stride = one ? 1u : WG;
 #ifdef QKV
     if (w_sel == 2u) {  // wv's rows, stored as they are
+#ifdef KV_F16
+        for (uint i = first; i < (ROWS / 2u) * NT; i += stride) {
+            const uint r = 2u * (i / NT), t = i % NT;
+            if (row0 + r >= rows || t0 + t >= p.T) continue;  // rows come in whole pairs
+            oc[o_first + ((t0 + t) * o_stride + row0 + r) / 2u] = half_pair(s[r * NT + t], s[(r + 1u) * NT + t]);
+        }
+#else
         for (uint i = first; i < ROWS * NT; i += stride) {
             const uint r = i / NT, t = i % NT;
             if (row0 + r < rows && t0 + t < p.T) oc[o_first + (t0 + t) * o_stride + row0 + r] = s[i];
         }
+#endif
         return;
     }
 #endif
@@ -384,8 +403,12 @@ void main() {
         const uint at = o_first + (t0 + t) * o_stride + row0 + r;
 #ifdef QK
         if (w_sel == 1u) {
+#ifdef KV_F16
+            ob[o_first + ((t0 + t) * o_stride + row0 + r) / 2u] = half_pair(v.x, v.y);
+#else
             ob[at] = v.x;
             ob[at + 1u] = v.y;
+#endif
             continue;
         }
 #endif

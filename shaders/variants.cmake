@@ -3,7 +3,8 @@
 # 16-byte-load form (VEC) for rows whose length allows it, and both forms again with an epilogue: adding into
 # their output (ACCUMULATE: the residual add fused into wo and w2; with NORM also the RMSNorm that follows them),
 # w1 and w3 with SwiGLU (SWIGLU), RoPE on the q/k projections (ROPE; QK: both in one dispatch, QKV: with v too),
-# and the k and v projections' rows written in binary16, with or without RoPE (OUT_F16: a KV cache in binary16).
+# and the k and v projections' rows written in binary16, with or without RoPE (OUT_F16: a KV cache in binary16;
+# KV_F16: QK's and QKV's).
 # The prefill matmul also on matrix units (matmul_coopmat: VK_NV_cooperative_matrix) and in that kernel's
 # emulated form (the same staging and binary16 operands, float32 FMAs: tests on any device).
 set(STRATA_SHADER_VARIANTS
@@ -46,6 +47,10 @@ foreach(wtype IN ITEMS f32 f16 bf16)
     "matvec_vec_rope_qk_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ROPE=1,QK=1"
     "matvec_rope_qkv_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ROPE=1,QK=1,QKV=1"
     "matvec_vec_rope_qkv_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ROPE=1,QK=1,QKV=1"
+    "matvec_rope_qk_kvf16_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ROPE=1,QK=1,KV_F16=1"
+    "matvec_vec_rope_qk_kvf16_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ROPE=1,QK=1,KV_F16=1"
+    "matvec_rope_qkv_kvf16_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ROPE=1,QK=1,QKV=1,KV_F16=1"
+    "matvec_vec_rope_qkv_kvf16_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ROPE=1,QK=1,QKV=1,KV_F16=1"
     "matvec_f16out_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,OUT_F16=1"
     "matvec_vec_f16out_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,OUT_F16=1"
     "matvec_rope_f16out_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ROPE=1,OUT_F16=1"
@@ -73,6 +78,10 @@ foreach(wtype IN ITEMS q8_0 q4_0 q4_k q5_k q6_k)
     "matvec_vec_rope_qk_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ROPE=1,QK=1"
     "matvec_rope_qkv_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ROPE=1,QK=1,QKV=1"
     "matvec_vec_rope_qkv_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ROPE=1,QK=1,QKV=1"
+    "matvec_rope_qk_kvf16_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ROPE=1,QK=1,KV_F16=1"
+    "matvec_vec_rope_qk_kvf16_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ROPE=1,QK=1,KV_F16=1"
+    "matvec_rope_qkv_kvf16_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ROPE=1,QK=1,QKV=1,KV_F16=1"
+    "matvec_vec_rope_qkv_kvf16_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ROPE=1,QK=1,QKV=1,KV_F16=1"
     "matvec_f16out_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,OUT_F16=1"
     "matvec_vec_f16out_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,OUT_F16=1"
     "matvec_rope_f16out_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ROPE=1,OUT_F16=1"

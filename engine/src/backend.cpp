@@ -58,6 +58,14 @@ void Backend::matmul_store_f16(Buf out, Buf x, const TensorView& w, int64_t T, i
     store_f16(out, scratch, T * w.rows());
 }
 
+void Backend::matmul_qkv_f16(Buf q_out, Buf k_out, Buf v_out, Buf x, const TensorView& wq, const TensorView& wk,
+                             const TensorView& wv, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t pos0,
+                             Buf k_scratch, Buf v_scratch) {
+    matmul_rope(q_out, x, wq, T, n_heads, pos0);
+    matmul_store_f16(k_out, x, wk, T, n_kv_heads, pos0, k_scratch);
+    matmul_store_f16(v_out, x, wv, T, 0, pos0, v_scratch);
+}
+
 void Backend::attention_f16(Buf, Buf, Buf, Buf, int64_t, int64_t, Buf) {
     throw UnsupportedError("backend '" + info().backend + "' has no binary16 KV cache");
 }

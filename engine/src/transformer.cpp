@@ -290,9 +290,8 @@ struct Pass {
         Buf xv = f16 ? s.ffn_b.at(0, T * kv_dim) : cache.v_rows(layer, pos0, T);  // [T, n_kv_heads * head_dim]
         // RoPE goes into the q and k products (Backend::matmul_rope): nothing reads them before the rotation.
         if (f16_direct) {
-            b.matmul_rope(xq, x, *w.wq, T, c.n_heads, pos0);
-            b.matmul_store_f16(cache.k_rows(layer, pos0, T), x, *w.wk, T, c.n_kv_heads, pos0, xk);
-            b.matmul_store_f16(cache.v_rows(layer, pos0, T), x, *w.wv, T, 0, pos0, xv);
+            b.matmul_qkv_f16(xq, cache.k_rows(layer, pos0, T), cache.v_rows(layer, pos0, T), x, *w.wq, *w.wk, *w.wv,
+                             T, c.n_heads, c.n_kv_heads, pos0, xk, xv);
         } else {
             // The three products of x as one op (Backend::matmul_qkv: one dispatch on Vulkan).
             b.matmul_qkv(xq, xk, xv, x, *w.wq, *w.wk, *w.wv, T, c.n_heads, c.n_kv_heads, pos0);

@@ -259,7 +259,8 @@ TEST_CASE("weights are read on the worker and exports write what is shown", "[ui
     CHECK(distinct_colours(grabbed(tv->heatmap())) > 50);
     CHECK(e.w.cardPanel()->cardId() == "w_wq");
     CHECK(e.w.cardPanel()->html().contains("Query projection"));
-    CHECK(e.w.cardPanel()->sourceText().contains("b.matmul_rope(xq, x, *w.wq, T, c.n_heads, pos0);"));
+    CHECK(e.w.cardPanel()->sourceText().contains(
+        "b.matmul_qkv(xq, xk, xv, x, *w.wq, *w.wk, *w.wv, T, c.n_heads, c.n_kv_heads, pos0);"));
 
     const std::filesystem::path dir = test::temp_dir("ui-export");
     const QString wq = QString::fromStdString((dir / "wq.npy").string());

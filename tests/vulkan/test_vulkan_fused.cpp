@@ -8,6 +8,7 @@
 // the bit and with fewer dispatches and barriers per decode step. Every weight type the matvec reads,
 // in the device's workgroup shape and in a GPU's. Lavapipe compiles each new pipeline for a while: the shapes are
 // tiny and the cases chosen to reach each variant once.
+#include <array>
 #include <bit>
 #include <cmath>
 #include <map>
@@ -245,9 +246,20 @@ std::vector<float> halves(const std::vector<float>& words) {
     return out;
 }
 
+// Each binary16 value within one binary16 step of the CPU backend's (the float32 sums differ by the matmul bound,
+// which can carry a rounding across a step).
+void require_within_half_step(const std::vector<float>& got, const std::vector<float>& want) {
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+        const float a = std::fabs(want[i]);
+        const float step = a < 0x1p-14f ? 0x1p-24f : std::ldexp(1.0f, std::ilogb(a) - 10);
+        INFO("element " << i << ": " << got[i] << " against " << want[i]);
+        REQUIRE(std::fabs(got[i] - want[i]) <= step);
+    }
+}
+
 // The k (rope_heads > 0: with RoPE) or v product written into a binary16 cache (matmul_store_f16): on the device
-// fused and as the product then store_f16, the same bits; against the CPU backend, each value within one binary16
-// step of the CPU's (the float32 sums differ by the matmul bound, which can carry a rounding across a step).
+// fused and as the product then store_f16, the same bits; against the CPU backend, within one binary16 step.
 void check_store_f16(Backends& backends, DType t, int64_t n_heads, int64_t head_dim, int64_t K, int64_t T,
                      int64_t pos0, bool rope, uint64_t range = 0) {
     const int64_t N = n_heads * head_dim;
@@ -275,16 +287,84 @@ void check_store_f16(Backends& backends, DType t, int64_t n_heads, int64_t head_
     const std::vector<float> got = record(gpu, true);
     const std::vector<float> split = record(gpu, false);
     CHECK(got == split);
-    REQUIRE(got.size() == want.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-        const float a = std::fabs(want[i]);
-        const float step = a < 0x1p-14f ? 0x1p-24f : std::ldexp(1.0f, std::ilogb(a) - 10);
-        INFO("element " << i << ": " << got[i] << " against " << want[i]);
-        REQUIRE(std::fabs(got[i] - want[i]) <= step);
+    require_within_half_step(got, want);
+}
+
+// matmul_qkv_f16 (attention's three products, k's and v's rows into a binary16 cache) against matmul_rope and the
+// two matmul_store_f16: q's rows, a gap, k's words, a gap, v's words, all in one guarded output. On the device
+// the same bits; against the CPU backend q within the matmul bound and k and v within one binary16 step.
+// `saved`: dispatches the device saves against the three ops.
+void check_qkv_f16(Backends& backends, DType tq, DType tv, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                   int64_t K, int64_t T, int64_t pos0, int64_t saved) {
+    const int64_t Nq = n_heads * head_dim, Nk = n_kv_heads * head_dim, gap = 11;
+    INFO(dtype_name(tq) << " wq, wk [" << Nq << " / " << Nk << ", " << K << "], " << dtype_name(tv) << " wv, head_dim "
+                        << head_dim << ", T = " << T << ", pos0 " << pos0);
+    Filler f;
+    const int32_t ix = f.add(random_floats(T * K, 185));
+    const Model& m = f.model(n_heads, n_kv_heads, head_dim, 64);
+    auto wq = weight("wq", tq, Nq, K, 186), wk = weight("wk", tq, Nk, K, 187), wv = weight("wv", tv, Nk, K, 188);
+    const int64_t k0 = T * Nq + gap, v0 = k0 + T * Nk / 2 + gap;
+    int64_t dispatches = 0;
+    auto record = [&](Backend& b, bool one_op) {
+        std::vector<float> got = run(b, m, f, ix, T, K, v0 + T * Nk / 2, 0, [&](Buf x, Buf out) {
+            const Buf q = out.at(0, T * Nq), k = out.at(k0, T * Nk / 2), v = out.at(v0, T * Nk / 2);
+            Buf ks = b.alloc(T * Nk, "k scratch"), vs = b.alloc(T * Nk, "v scratch");
+            if (one_op) {
+                b.matmul_qkv_f16(q, k, v, x, wq->view, wk->view, wv->view, T, n_heads, n_kv_heads, pos0, ks, vs);
+            } else {
+                b.matmul_rope(q, x, wq->view, T, n_heads, pos0);
+                b.matmul_store_f16(k, x, wk->view, T, n_kv_heads, pos0, ks);
+                b.matmul_store_f16(v, x, wv->view, T, 0, pos0, vs);
+            }
+            b.free(ks);
+            b.free(vs);
+        });
+        if (b.info().backend == "vulkan") dispatches += (one_op ? -1 : 1) * vulkan_last_step_stats(b).dispatches;
+        for (int64_t i = 0; i < gap; ++i) {
+            REQUIRE(got[static_cast<size_t>(T * Nq + i)] == kSentinel);
+            REQUIRE(got[static_cast<size_t>(k0 + T * Nk / 2 + i)] == kSentinel);
+        }
+        auto words = [&](int64_t first) {
+            return halves(std::vector<float>(got.begin() + first, got.begin() + first + T * Nk / 2));
+        };
+        return std::array<std::vector<float>, 3>{std::vector<float>(got.begin(), got.begin() + T * Nq), words(k0),
+                                                 words(v0)};
+    };
+    Backend& gpu = backends.get(true);
+    const auto want = record(backends.get(false), true);
+    const auto got = record(gpu, true);
+    const auto split = record(gpu, false);
+    CHECK(got == split);
+    require_close(got[0], want[0], tolerance(K));
+    for (size_t part = 1; part < 3; ++part) {
+        INFO((part == 1 ? "k" : "v"));
+        require_within_half_step(got[part], want[part]);
     }
+    CHECK(dispatches == saved);
 }
 
 }  // namespace
+
+TEST_CASE("q with k and v into a binary16 cache in one dispatch equal matmul_rope and matmul_store_f16",
+          "[vulkan][fused][kvf16]") {
+    in_both_shapes([&](Backends& backends, bool gpu_shape) {
+        for (DType t : kAllTypes) {
+            if (gpu_shape && t != DType::BF16 && t != DType::Q4_K && t != DType::Q8_0) continue;
+            check_qkv_f16(backends, t, t, 3, 1, 6, 256, 1, 37, 2);  // 18 q rows: a partial last workgroup
+        }
+        if (gpu_shape) return;
+        check_qkv_f16(backends, DType::BF16, DType::BF16, 4, 2, 8, 256, 3, 61, 2);  // a short prompt
+        check_qkv_f16(backends, DType::F32, DType::F32, 2, 1, 6, 20, 1, 5, 2);       // scalar rows
+        check_qkv_f16(backends, DType::Q4_K, DType::Q6_K, 2, 1, 8, 256, 1, 9, 1);    // wv of another type
+        check_qkv_f16(backends, DType::F16, DType::F16, 2, 1, 16, 64, 20, 3, 2);     // a prompt: 3 passes of 8
+    });
+    {
+        ScopedEnv env("STRATA_VK_MATVEC", "8,3");  // an odd ROWS would split a pair: the three ops
+        Backends backends;
+        check_qkv_f16(backends, DType::BF16, DType::BF16, 2, 1, 8, 256, 1, 9, 0);
+    }
+    require_no_validation_messages();
+}
 
 TEST_CASE("the k and v products rounded into a binary16 cache in their epilogue equal the product then store_f16",
           "[vulkan][fused][kvf16]") {

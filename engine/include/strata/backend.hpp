@@ -123,6 +123,12 @@ public:
     // product. The default computes it into scratch ([T, w.rows()]) and stores it, so the result is the same.
     virtual void matmul_store_f16(Buf out, Buf x, const TensorView& w, int64_t T, int64_t rope_heads, int64_t pos0,
                                   Buf scratch);
+    // matmul_qkv for a binary16 cache: matmul_rope(q_out, x, wq, T, n_heads, pos0), matmul_store_f16(k_out, x, wk,
+    // T, n_kv_heads, pos0, k_scratch) and matmul_store_f16(v_out, x, wv, T, 0, pos0, v_scratch), as one op where a
+    // backend fuses them. The default runs the three, so the results are the same either way.
+    virtual void matmul_qkv_f16(Buf q_out, Buf k_out, Buf v_out, Buf x, const TensorView& wq, const TensorView& wk,
+                                const TensorView& wv, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t pos0,
+                                Buf k_scratch, Buf v_scratch);
     // Makes ready what store_f16 and attention_f16 run for the loaded model (the Vulkan backend's pipelines), so
     // that no timed step builds them; a KVCache in binary16 calls it. Does nothing before load() or by default.
     virtual void prepare_f16_kv() {}

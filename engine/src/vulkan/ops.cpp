@@ -134,6 +134,22 @@ constexpr WeightVariants kMatvecVecRopeQkv{"matvec_vec_rope_qkv_f32",  "matvec_v
                                           "matvec_vec_rope_qkv_bf16", "matvec_vec_rope_qkv_q8_0",
                                           "matvec_vec_rope_qkv_q4_0", "matvec_vec_rope_qkv_q4_k",
                                           "matvec_vec_rope_qkv_q5_k", "matvec_vec_rope_qkv_q6_k"};
+constexpr WeightVariants kMatvecRopeQkF16{"matvec_rope_qk_kvf16_f32",  "matvec_rope_qk_kvf16_f16",
+                                        "matvec_rope_qk_kvf16_bf16", "matvec_rope_qk_kvf16_q8_0",
+                                        "matvec_rope_qk_kvf16_q4_0", "matvec_rope_qk_kvf16_q4_k",
+                                        "matvec_rope_qk_kvf16_q5_k", "matvec_rope_qk_kvf16_q6_k"};
+constexpr WeightVariants kMatvecVecRopeQkF16{"matvec_vec_rope_qk_kvf16_f32",  "matvec_vec_rope_qk_kvf16_f16",
+                                           "matvec_vec_rope_qk_kvf16_bf16", "matvec_vec_rope_qk_kvf16_q8_0",
+                                           "matvec_vec_rope_qk_kvf16_q4_0", "matvec_vec_rope_qk_kvf16_q4_k",
+                                           "matvec_vec_rope_qk_kvf16_q5_k", "matvec_vec_rope_qk_kvf16_q6_k"};
+constexpr WeightVariants kMatvecRopeQkvF16{"matvec_rope_qkv_kvf16_f32",  "matvec_rope_qkv_kvf16_f16",
+                                         "matvec_rope_qkv_kvf16_bf16", "matvec_rope_qkv_kvf16_q8_0",
+                                         "matvec_rope_qkv_kvf16_q4_0", "matvec_rope_qkv_kvf16_q4_k",
+                                         "matvec_rope_qkv_kvf16_q5_k", "matvec_rope_qkv_kvf16_q6_k"};
+constexpr WeightVariants kMatvecVecRopeQkvF16{"matvec_vec_rope_qkv_kvf16_f32",  "matvec_vec_rope_qkv_kvf16_f16",
+                                            "matvec_vec_rope_qkv_kvf16_bf16", "matvec_vec_rope_qkv_kvf16_q8_0",
+                                            "matvec_vec_rope_qkv_kvf16_q4_0", "matvec_vec_rope_qkv_kvf16_q4_k",
+                                            "matvec_vec_rope_qkv_kvf16_q5_k", "matvec_vec_rope_qkv_kvf16_q6_k"};
 constexpr WeightVariants kMatvecF16Out{"matvec_f16out_f32", "matvec_f16out_f16", "matvec_f16out_bf16",
                                       "matvec_f16out_q8_0", "matvec_f16out_q4_0", "matvec_f16out_q4_k",
                                       "matvec_f16out_q5_k", "matvec_f16out_q6_k"};
@@ -335,6 +351,12 @@ const Kernel& VulkanBackend::matvec_kernel(DType t, bool vec, uint32_t nt, Epilo
         case Epilogue::RopeQkv:
             v = vec ? &kMatvecVecRopeQkv : &kMatvecRopeQkv, buffers = 8, push = sizeof(MatvecQkvPush);
             break;
+        case Epilogue::RopeQkF16:
+            v = vec ? &kMatvecVecRopeQkF16 : &kMatvecRopeQkF16, buffers = 6, push = kMatvecQkPushBytes;
+            break;
+        case Epilogue::RopeQkvF16:
+            v = vec ? &kMatvecVecRopeQkvF16 : &kMatvecRopeQkvF16, buffers = 8, push = sizeof(MatvecQkvPush);
+            break;
         case Epilogue::RopeF16:
             v = vec ? &kMatvecVecRopeF16Out : &kMatvecRopeF16Out, buffers = 4, push = sizeof(MatvecPush);
             break;
@@ -405,16 +427,8 @@ void VulkanBackend::prepare_kernels(const Model& model) {
         if (tuning_.fuse && adds && norm_fusable(d, 1)) epilogues.push_back(Epilogue::AddNorm);
         if (tuning_.fuse && name.ends_with("feed_forward.w1")) epilogues.push_back(Epilogue::Swiglu);
         if (tuning_.fuse && rotates) epilogues.push_back(Epilogue::Rope);
-        if (tuning_.fuse && rotates && name.ends_with("attention.wq")) {  // matmul_qkv's one dispatch
-            const std::string layer = name.substr(0, name.size() - 2);
-            const auto k = model.tensors.find(layer + "wk"), v = model.tensors.find(layer + "wv");
-            if (k != model.tensors.end() && v != model.tensors.end() &&
-                rope_fusable(device_tensor(k->second), model.config.n_kv_heads)) {
-                const DeviceTensor &dk = device_tensor(k->second), &dv = device_tensor(v->second);
-                if (one_pass(d, dk, &dv, 1)) epilogues.push_back(Epilogue::RopeQkv);
-                else if (one_pass(d, dk, nullptr, 1)) epilogues.push_back(Epilogue::RopeQk);
-            }
-        }
+        if (tuning_.fuse && rotates && name.ends_with("attention.wq"))  // matmul_qkv's one dispatch
+            if (const Epilogue e = qkv_form(model, name, false); e != Epilogue::Store) epilogues.push_back(e);
         for (Epilogue e : epilogues) {
             matvec_kernel(d.dtype, matvec_vec_form(d), 1, e);
             // A prompt on a CPU device, where matvec also runs prompts: its widest pass.
@@ -589,8 +603,21 @@ void VulkanBackend::matmul_rope(Buf out, Buf x, const TensorView& w, int64_t T, 
     matvec(out, x, d, T, Epilogue::Rope, nullptr, pos0);
 }
 
-bool VulkanBackend::one_pass(const DeviceTensor& dq, const DeviceTensor& dk, const DeviceTensor* dv, int64_t T) const {
+VulkanBackend::Epilogue VulkanBackend::qkv_form(const Model& model, const std::string& wq, bool kv_f16) {
+    const std::string layer = wq.substr(0, wq.size() - 2);
+    const auto q = model.tensors.find(wq), k = model.tensors.find(layer + "wk"), v = model.tensors.find(layer + "wv");
+    if (q == model.tensors.end() || k == model.tensors.end() || v == model.tensors.end()) return Epilogue::Store;
+    const DeviceTensor &dq = device_tensor(q->second), &dk = device_tensor(k->second), &dv = device_tensor(v->second);
+    if (!rope_fusable(dq, model.config.n_heads) || !rope_fusable(dk, model.config.n_kv_heads)) return Epilogue::Store;
+    if (one_pass(dq, dk, &dv, 1, kv_f16)) return kv_f16 ? Epilogue::RopeQkvF16 : Epilogue::RopeQkv;
+    if (one_pass(dq, dk, nullptr, 1, kv_f16)) return kv_f16 ? Epilogue::RopeQkF16 : Epilogue::RopeQk;
+    return Epilogue::Store;
+}
+
+bool VulkanBackend::one_pass(const DeviceTensor& dq, const DeviceTensor& dk, const DeviceTensor* dv, int64_t T,
+                             bool kv_f16) const {
     const uint32_t buffers = dv ? 8 : 6;
+    if (kv_f16 && dv && !pairs_fusable(*dv)) return false;
     const VkPhysicalDeviceLimits& l = ctx_->limits();
     if (l.maxPerStageDescriptorStorageBuffers < buffers || l.maxDescriptorSetStorageBuffers < buffers) return false;
     int64_t widest = std::max({dq.cols, dq.rows, dk.rows});
@@ -620,13 +647,34 @@ void VulkanBackend::matmul_qkv(Buf q_out, Buf k_out, Buf v_out, Buf x, const Ten
     if (!with_v) matmul(v_out, x, wv, T);
 }
 
+void VulkanBackend::matmul_qkv_f16(Buf q_out, Buf k_out, Buf v_out, Buf x, const TensorView& wq,
+                                   const TensorView& wk, const TensorView& wv, int64_t T, int64_t n_heads,
+                                   int64_t n_kv_heads, int64_t pos0, Buf k_scratch, Buf v_scratch) {
+    require_recording("matmul_qkv_f16");
+    if (T <= 0) return;
+    if (q_out.id == x.id || k_out.id == x.id || v_out.id == x.id)
+        throw Error("vulkan backend: matmul_qkv_f16 output aliases its input (" + wq.name + ")");
+    const DeviceTensor& dq = device_tensor(wq);
+    const DeviceTensor& dk = device_tensor(wk);
+    const DeviceTensor& dv = device_tensor(wv);
+    if (T > tuning_.matvec_max_tokens || !tuning_.fuse || !rope_fusable(dq, n_heads) ||
+        !rope_fusable(dk, n_kv_heads) || !one_pass(dq, dk, nullptr, T, true))
+        return Backend::matmul_qkv_f16(q_out, k_out, v_out, x, wq, wk, wv, T, n_heads, n_kv_heads, pos0, k_scratch,
+                                       v_scratch);
+    const bool with_v = one_pass(dq, dk, &dv, T, true);
+    matvec_qkv(q_out, k_out, v_out, x, dq, dk, with_v ? &dv : nullptr, T, pos0, true);
+    if (!with_v) matmul_store_f16(v_out, x, wv, T, 0, pos0, v_scratch);
+}
+
 void VulkanBackend::matvec_qkv(Buf q_out, Buf k_out, Buf v_out, Buf x, const DeviceTensor& dq, const DeviceTensor& dk,
-                               const DeviceTensor* dv, int64_t T, int64_t pos0) {
+                               const DeviceTensor* dv, int64_t T, int64_t pos0, bool kv_f16) {
     // matvec's ROPE pass over wq's rows, then wk's, then (dv) wv's stored as they are, as one dispatch: each row
     // group is computed exactly as matmul_rope or matmul computes it alone. The outputs are bound whole (the k and
     // v rows move through the cache every step), so the descriptor set stays the same from step to step.
     const int64_t K = dq.cols;
-    const Epilogue e = dv ? Epilogue::RopeQkv : Epilogue::RopeQk;
+    const Epilogue e = kv_f16 ? (dv ? Epilogue::RopeQkvF16 : Epilogue::RopeQkF16)
+                              : (dv ? Epilogue::RopeQkv : Epilogue::RopeQk);
+    const int64_t per_word = kv_f16 ? 2 : 1;  // k's and v's elements per word of their outputs
     const uint32_t nt = matvec_tokens(T, e);
     const bool vec = matvec_vec_form(dq) && (x.offset % 4) == 0;
     const Kernel& k = matvec_kernel(dq.dtype, vec, nt, e);
@@ -639,10 +687,10 @@ void VulkanBackend::matvec_qkv(Buf q_out, Buf k_out, Buf v_out, Buf x, const Dev
         bind(q_out, 0, T * dq.rows, true, "matmul", true),
         table.binding,
         bind_weight(dk.chunks[0]),
-        bind(k_out, 0, T * dk.rows, true, "matmul", true)};
+        bind(k_out, 0, T * dk.rows / per_word, true, "matmul", true)};
     if (dv) {
         bs[6] = bind_weight(dv->chunks[0]);
-        bs[7] = bind(v_out, 0, T * dv->rows, true, "matmul", true);
+        bs[7] = bind(v_out, 0, T * dv->rows / per_word, true, "matmul", true);
     }
     auto groups = [&](const DeviceTensor& d) {
         return u32(ceil_div(static_cast<uint64_t>(d.rows), tuning_.matvec_rows));
@@ -704,9 +752,18 @@ void VulkanBackend::prepare_f16_kv() {
                                  &kAttentionGroupedSplitF16})
         kernel(*s);
     if (const FlashShape fs = flash_shape(model_->config); fs.lanes > 0) flash_kernel(fs, true);
-    // The k and v products written straight into the cache (matmul_store_f16), as prepare_kernels builds the rest.
+    // The k and v products written straight into the cache (matmul_store_f16, matmul_qkv_f16), as
+    // prepare_kernels builds the rest.
     if (!tuning_.fuse) return;
     for (const auto& [name, t] : model_->tensors) {
+        if (name.ends_with("attention.wq")) {
+            const DeviceTensor& d = device_tensor(t);
+            if (const Epilogue e = qkv_form(*model_, name, true); e != Epilogue::Store) {
+                matvec_kernel(d.dtype, matvec_vec_form(d), 1, e);
+                if (tuning_.matvec_max_tokens >= 8)
+                    matvec_kernel(d.dtype, matvec_vec_form(d), matvec_tokens(8, e), e);
+            }
+        }
         const bool wk = name.ends_with("attention.wk"), wv = name.ends_with("attention.wv");
         if (!wk && !wv) continue;
         const DeviceTensor& d = device_tensor(t);

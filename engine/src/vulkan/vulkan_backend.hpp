@@ -176,6 +176,9 @@ public:
     void prepare_f16_kv() override;
     void matmul_store_f16(Buf out, Buf x, const TensorView& w, int64_t T, int64_t rope_heads, int64_t pos0,
                           Buf scratch) override;
+    void matmul_qkv_f16(Buf q_out, Buf k_out, Buf v_out, Buf x, const TensorView& wq, const TensorView& wk,
+                        const TensorView& wv, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t pos0,
+                        Buf k_scratch, Buf v_scratch) override;
     void swiglu(Buf out, Buf a, Buf b, int64_t n) override;
     void add(Buf out, Buf a, Buf b, int64_t n) override;
     void copy(Buf dst, Buf src, int64_t n) override;
@@ -276,9 +279,12 @@ private:
     // What matvec.comp does with its finished sums: store them, add them into out (wo, w2), gate two products
     // (w1 with w3), rotate pairs of rows (wq, wk).
     // StoreF16 / RopeF16: Store / Rope with the rows written in binary16 pairs (matmul_store_f16). RopeQk: Rope
-    // over wq's and wk's rows in one dispatch; RopeQkv: the same and wv's rows stored (matmul_qkv). AddNorm: Add,
-    // then the RMSNorm of the new rows by the last workgroup (matmul_add_rmsnorm).
-    enum class Epilogue { Store, Add, Swiglu, Rope, StoreF16, RopeF16, RopeQk, RopeQkv, AddNorm };
+    // over wq's and wk's rows in one dispatch; RopeQkv: the same and wv's rows stored (matmul_qkv); RopeQkF16,
+    // RopeQkvF16: the same with k's and v's rows in binary16 pairs (matmul_qkv_f16). AddNorm: Add, then the
+    // RMSNorm of the new rows by the last workgroup (matmul_add_rmsnorm).
+    enum class Epilogue {
+        Store, Add, Swiglu, Rope, StoreF16, RopeF16, RopeQk, RopeQkv, RopeQkF16, RopeQkvF16, AddNorm
+    };
     uint32_t matvec_tokens(int64_t T, Epilogue e = Epilogue::Store) const;  // tokens per pass for a prompt of T
     static bool matvec_vec_form(const DeviceTensor& d);
     const Kernel& matvec_kernel(DType t, bool vec, uint32_t nt, Epilogue e = Epilogue::Store);
@@ -287,10 +293,15 @@ private:
     void matvec(Buf out, Buf x, const DeviceTensor& d, int64_t T, Epilogue e, const DeviceTensor* w3 = nullptr,
                 int64_t pos0 = 0);
     // matmul_qkv's one dispatch over matrices of one type and width, each in one chunk, with x in one binding
-    // and the device's storage buffers enough; dv null: wq and wk only.
-    bool one_pass(const DeviceTensor& dq, const DeviceTensor& dk, const DeviceTensor* dv, int64_t T) const;
+    // and the device's storage buffers enough; dv null: wq and wk only. kv_f16: k's and v's rows in binary16
+    // pairs (matmul_qkv_f16; wv's rows must pair too).
+    bool one_pass(const DeviceTensor& dq, const DeviceTensor& dk, const DeviceTensor* dv, int64_t T,
+                  bool kv_f16 = false) const;
     void matvec_qkv(Buf q_out, Buf k_out, Buf v_out, Buf x, const DeviceTensor& dq, const DeviceTensor& dk,
-                    const DeviceTensor* dv, int64_t T, int64_t pos0);
+                    const DeviceTensor* dv, int64_t T, int64_t pos0, bool kv_f16 = false);
+    // The fused form prepare_kernels() (kv_f16: prepare_f16_kv()) builds for the layer whose wq is `wq`: RopeQkv,
+    // RopeQk (or their F16 forms), or Store where the layer's q, k and v cannot share a dispatch.
+    Epilogue qkv_form(const Model& model, const std::string& wq, bool kv_f16);
     bool rope_fusable(const DeviceTensor& d, int64_t n_heads) const;  // pairs of rows stay in one workgroup
     bool norm_fusable(const DeviceTensor& d, int64_t T) const;         // matmul_add_rmsnorm's one dispatch
     bool pairs_fusable(const DeviceTensor& d) const;                  // the same, whatever the shape
