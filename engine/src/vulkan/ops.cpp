@@ -669,8 +669,9 @@ void VulkanBackend::matmul_qkv_f16(Buf q_out, Buf k_out, Buf v_out, Buf x, const
 void VulkanBackend::matvec_qkv(Buf q_out, Buf k_out, Buf v_out, Buf x, const DeviceTensor& dq, const DeviceTensor& dk,
                                const DeviceTensor* dv, int64_t T, int64_t pos0, bool kv_f16) {
     // matvec's ROPE pass over wq's rows, then wk's, then (dv) wv's stored as they are, as one dispatch: each row
-    // group is computed exactly as matmul_rope or matmul computes it alone. The outputs are bound whole (the k and
-    // v rows move through the cache every step), so the descriptor set stays the same from step to step.
+    // group is computed exactly as matmul_rope or matmul computes it alone (kv_f16: k's and v's rows rounded into
+    // binary16 pairs as matmul_store_f16 writes them). The outputs are bound whole (the k and v rows move through
+    // the cache every step), so the descriptor set stays the same from step to step.
     const int64_t K = dq.cols;
     const Epilogue e = kv_f16 ? (dv ? Epilogue::RopeQkvF16 : Epilogue::RopeQkF16)
                               : (dv ? Epilogue::RopeQkv : Epilogue::RopeQk);
