@@ -123,9 +123,7 @@ shared uint norm_last;
 // Element i of the gain, widened as weights.glsl widens its type (0 f32, 1 f16, 2 bf16; all exact).
 float gain_at(uint i, uint type) {
     if (type == 0u) return uintBitsToFloat(gain_words[i]);
-    const uint word = gain_words[i >> 1];
-    if (type == 1u) return unpackHalf2x16(word)[i & 1u];
-    return uintBitsToFloat((i & 1u) != 0u ? (word & 0xFFFF0000u) : (word << 16));
+    return type == 1u ? f16_element(gain_words[i >> 1], i) : bf16_element(gain_words[i >> 1], i);
 }
 #elif defined(ACCUMULATE)
 layout(std430, binding = 2) restrict buffer O { float o[]; };

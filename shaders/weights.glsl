@@ -8,6 +8,11 @@
 #define WBLOCK 1
 #endif
 
+// Element i of a buffer of 16-bit values, from its word (i / 2): little-endian, element 2j is the low half of
+// word j. binary16 widened exactly; bfloat16 is the high half of a float32, shifted into place.
+float f16_element(uint word, uint i) { return unpackHalf2x16(word)[i & 1u]; }
+float bf16_element(uint word, uint i) { return uintBitsToFloat((i & 1u) != 0u ? (word & 0xFFFF0000u) : (word << 16)); }
+
 #if defined(WEIGHTS_BINDING)
 layout(std430, binding = WEIGHTS_BINDING) readonly buffer Weights { uint w_words[]; };
 #if defined(WEIGHTS_B_BINDING)
@@ -50,12 +55,9 @@ float weight_at(uint i) {
 #if defined(WTYPE_F32)
     return uintBitsToFloat(W_WORD(i));
 #elif defined(WTYPE_F16)
-    // Little-endian: element 2j is the low half of word j.
-    return unpackHalf2x16(W_WORD(i >> 1))[i & 1u];
+    return f16_element(W_WORD(i >> 1), i);
 #elif defined(WTYPE_BF16)
-    // bfloat16 is the high half of a float32: shift it into place.
-    const uint word = W_WORD(i >> 1);
-    return uintBitsToFloat((i & 1u) != 0u ? (word & 0xFFFF0000u) : (word << 16));
+    return bf16_element(W_WORD(i >> 1), i);
 #else
 #error "define WTYPE_F32, WTYPE_F16, WTYPE_BF16 or a block type"
 #endif

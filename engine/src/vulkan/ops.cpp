@@ -629,22 +629,34 @@ bool VulkanBackend::one_pass(const DeviceTensor& dq, const DeviceTensor& dk, con
     return dq.chunks.size() == 1 && max_binding_floats() / widest >= T;
 }
 
-void VulkanBackend::matmul_qkv(Buf q_out, Buf k_out, Buf v_out, Buf x, const TensorView& wq, const TensorView& wk,
-                               const TensorView& wv, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t pos0) {
-    require_recording("matmul_qkv");
-    if (T <= 0) return;
+VulkanBackend::QkvPass VulkanBackend::fused_qkv(const char* op, Buf q_out, Buf k_out, Buf v_out, Buf x,
+                                                const TensorView& wq, const TensorView& wk, const TensorView& wv,
+                                                int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t pos0,
+                                                bool kv_f16) {
     if (q_out.id == x.id || k_out.id == x.id || v_out.id == x.id)
-        throw Error("vulkan backend: matmul_qkv output aliases its input (" + wq.name + ")");
+        throw Error(std::string("vulkan backend: ") + op + " output aliases its input (" + wq.name + ")");
     const DeviceTensor& dq = device_tensor(wq);
     const DeviceTensor& dk = device_tensor(wk);
     const DeviceTensor& dv = device_tensor(wv);
     if (T > tuning_.matvec_max_tokens || !tuning_.fuse || !rope_fusable(dq, n_heads) ||
-        !rope_fusable(dk, n_kv_heads) || !one_pass(dq, dk, nullptr, T))
-        return Backend::matmul_qkv(q_out, k_out, v_out, x, wq, wk, wv, T, n_heads, n_kv_heads, pos0);
-    // wv of another type (a Q4_K_M file's Q6_K layers) or shape: its product on its own.
-    const bool with_v = one_pass(dq, dk, &dv, T);
-    matvec_qkv(q_out, k_out, v_out, x, dq, dk, with_v ? &dv : nullptr, T, pos0);
-    if (!with_v) matmul(v_out, x, wv, T);
+        !rope_fusable(dk, n_kv_heads) || !one_pass(dq, dk, nullptr, T, kv_f16))
+        return QkvPass::None;
+    // wv of another type (a Q4_K_M file's Q6_K layers) or shape: its product is left to the caller.
+    const bool with_v = one_pass(dq, dk, &dv, T, kv_f16);
+    matvec_qkv(q_out, k_out, v_out, x, dq, dk, with_v ? &dv : nullptr, T, pos0, kv_f16);
+    return with_v ? QkvPass::Qkv : QkvPass::Qk;
+}
+
+void VulkanBackend::matmul_qkv(Buf q_out, Buf k_out, Buf v_out, Buf x, const TensorView& wq, const TensorView& wk,
+                               const TensorView& wv, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t pos0) {
+    require_recording("matmul_qkv");
+    if (T <= 0) return;
+    switch (fused_qkv("matmul_qkv", q_out, k_out, v_out, x, wq, wk, wv, T, n_heads, n_kv_heads, pos0, false)) {
+        case QkvPass::None:
+            return Backend::matmul_qkv(q_out, k_out, v_out, x, wq, wk, wv, T, n_heads, n_kv_heads, pos0);
+        case QkvPass::Qk: return matmul(v_out, x, wv, T);
+        case QkvPass::Qkv: return;
+    }
 }
 
 void VulkanBackend::matmul_qkv_f16(Buf q_out, Buf k_out, Buf v_out, Buf x, const TensorView& wq,
@@ -652,18 +664,13 @@ void VulkanBackend::matmul_qkv_f16(Buf q_out, Buf k_out, Buf v_out, Buf x, const
                                    int64_t n_kv_heads, int64_t pos0, Buf k_scratch, Buf v_scratch) {
     require_recording("matmul_qkv_f16");
     if (T <= 0) return;
-    if (q_out.id == x.id || k_out.id == x.id || v_out.id == x.id)
-        throw Error("vulkan backend: matmul_qkv_f16 output aliases its input (" + wq.name + ")");
-    const DeviceTensor& dq = device_tensor(wq);
-    const DeviceTensor& dk = device_tensor(wk);
-    const DeviceTensor& dv = device_tensor(wv);
-    if (T > tuning_.matvec_max_tokens || !tuning_.fuse || !rope_fusable(dq, n_heads) ||
-        !rope_fusable(dk, n_kv_heads) || !one_pass(dq, dk, nullptr, T, true))
-        return Backend::matmul_qkv_f16(q_out, k_out, v_out, x, wq, wk, wv, T, n_heads, n_kv_heads, pos0, k_scratch,
-                                       v_scratch);
-    const bool with_v = one_pass(dq, dk, &dv, T, true);
-    matvec_qkv(q_out, k_out, v_out, x, dq, dk, with_v ? &dv : nullptr, T, pos0, true);
-    if (!with_v) matmul_store_f16(v_out, x, wv, T, 0, pos0, v_scratch);
+    switch (fused_qkv("matmul_qkv_f16", q_out, k_out, v_out, x, wq, wk, wv, T, n_heads, n_kv_heads, pos0, true)) {
+        case QkvPass::None:
+            return Backend::matmul_qkv_f16(q_out, k_out, v_out, x, wq, wk, wv, T, n_heads, n_kv_heads, pos0,
+                                           k_scratch, v_scratch);
+        case QkvPass::Qk: return matmul_store_f16(v_out, x, wv, T, 0, pos0, v_scratch);
+        case QkvPass::Qkv: return;
+    }
 }
 
 void VulkanBackend::matvec_qkv(Buf q_out, Buf k_out, Buf v_out, Buf x, const DeviceTensor& dq, const DeviceTensor& dk,

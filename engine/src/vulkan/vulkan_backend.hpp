@@ -299,6 +299,12 @@ private:
                   bool kv_f16 = false) const;
     void matvec_qkv(Buf q_out, Buf k_out, Buf v_out, Buf x, const DeviceTensor& dq, const DeviceTensor& dk,
                     const DeviceTensor* dv, int64_t T, int64_t pos0, bool kv_f16 = false);
+    // matmul_qkv's and matmul_qkv_f16's fused part: None where it cannot run (the caller runs the interface's
+    // default), Qk where wv's product is left to the caller, Qkv where all three ran.
+    enum class QkvPass { None, Qk, Qkv };
+    QkvPass fused_qkv(const char* op, Buf q_out, Buf k_out, Buf v_out, Buf x, const TensorView& wq,
+                      const TensorView& wk, const TensorView& wv, int64_t T, int64_t n_heads, int64_t n_kv_heads,
+                      int64_t pos0, bool kv_f16);
     // The fused form prepare_kernels() (kv_f16: prepare_f16_kv()) builds for the layer whose wq is `wq`: RopeQkv,
     // RopeQk (or their F16 forms), or Store where the layer's q, k and v cannot share a dispatch.
     Epilogue qkv_form(const Model& model, const std::string& wq, bool kv_f16);
