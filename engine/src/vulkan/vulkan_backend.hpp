@@ -120,10 +120,9 @@ struct KernelTuning {
     // last, up to submit_most. STRATA_VK_SUBMIT="FIRST,MOST" overrides them, "0" submits each step whole.
     int64_t submit_first = 8;
     int64_t submit_most = 64;
-    // matvec.comp's epilogues (matmul_add, matmul_add_rmsnorm, matmul_swiglu, matmul_rope, matmul_qkv fused).
-    // STRATA_VK_FUSE=0
-    // turns them off: every op then runs as the interface's default, for tests that compare both and for
-    // before/after counts.
+    // matvec.comp's epilogues (matmul_add, matmul_add_rmsnorm, matmul_swiglu, matmul_rope, matmul_qkv and
+    // matmul_qkv_f16 fused). STRATA_VK_FUSE=0 turns them off: every op then runs as the interface's default, for
+    // tests that compare both and for before/after counts.
     bool fuse = true;
     // Block types' bytes become floats through their float bits (quant.glsl's BYTE_FLOAT_BITS: an OR and a
     // subtraction, where a GPU converts integers at a fraction of its float rate) or by conversion (a CPU device,
@@ -159,8 +158,8 @@ public:
     void embed(Buf out, std::span<const int32_t> tokens) override;
     void rmsnorm(Buf out, Buf x, const TensorView& weight, int64_t T, float eps) override;
     void matmul(Buf out, Buf x, const TensorView& w, int64_t T) override;
-    // Fused into matvec.comp's epilogue (ACCUMULATE, SWIGLU, ROPE, QK) where the matvec kernel runs, the interface's
-    // default (the product, then the elementwise op) elsewhere.
+    // Fused into matvec.comp's epilogue (ACCUMULATE, NORM, SWIGLU, ROPE, QK, KV_F16) where the matvec kernel runs,
+    // the interface's default (the product, then the elementwise op) elsewhere.
     void matmul_add(Buf out, Buf x, const TensorView& w, int64_t T, Buf scratch) override;
     void matmul_add_rmsnorm(Buf out, Buf x, const TensorView& w, int64_t T, Buf scratch, Buf norm_out,
                             const TensorView& norm_weight, float eps) override;
