@@ -374,9 +374,9 @@ void main() {
     if (w_sel == 2u) {  // wv's rows, stored as they are
 #ifdef KV_F16
         for (uint i = first; i < (ROWS / 2u) * NT; i += stride) {
-            const uint r = 2u * (i / NT), t = i % NT;
+            const uint r = 2u * (i / NT), t = i % NT, e = (t0 + t) * o_stride + row0 + r;
             if (row0 + r >= rows || t0 + t >= p.T) continue;  // rows come in whole pairs
-            oc[o_first + ((t0 + t) * o_stride + row0 + r) / 2u] = half_pair(s[r * NT + t], s[(r + 1u) * NT + t]);
+            oc[o_first + e / 2u] = half_pair(s[r * NT + t], s[(r + 1u) * NT + t]);
         }
 #else
         for (uint i = first; i < ROWS * NT; i += stride) {
@@ -390,35 +390,35 @@ void main() {
 #ifdef ROPE
     // One item per pair of rows and token.
     for (uint i = first; i < (ROWS / 2u) * NT; i += stride) {
-        const uint r = 2u * (i / NT), t = i % NT;
+        // e: the pair's first element in the output; a binary16 output's word e / 2 holds the pair.
+        const uint r = 2u * (i / NT), t = i % NT, e = (t0 + t) * o_stride + row0 + r;
         if (row0 + r >= rows || t0 + t >= p.T) continue;  // rows come in whole pairs
         const uint pair = ((p.row_base + row0 + r) / 2u) % p.half_dim;
         const uint c = p.table_first + 2u * ((t0 + t) * p.half_dim + pair);
         const vec2 v = rotate_pair(s[r * NT + t], s[(r + 1u) * NT + t], table[c], table[c + 1u]);
 #ifdef OUT_F16
-        o[o_first + ((t0 + t) * o_stride + row0 + r) / 2u] = half_pair(v.x, v.y);
+        o[o_first + e / 2u] = half_pair(v.x, v.y);
 #else
-        const uint at = o_first + (t0 + t) * o_stride + row0 + r;
 #ifdef QK
         if (w_sel == 1u) {
 #ifdef KV_F16
-            ob[o_first + ((t0 + t) * o_stride + row0 + r) / 2u] = half_pair(v.x, v.y);
+            ob[o_first + e / 2u] = half_pair(v.x, v.y);
 #else
-            ob[at] = v.x;
-            ob[at + 1u] = v.y;
+            ob[o_first + e] = v.x;
+            ob[o_first + e + 1u] = v.y;
 #endif
             continue;
         }
 #endif
-        o[at] = v.x;
-        o[at + 1u] = v.y;
+        o[o_first + e] = v.x;
+        o[o_first + e + 1u] = v.y;
 #endif
     }
 #elif defined(OUT_F16)
     for (uint i = first; i < (ROWS / 2u) * NT; i += stride) {
-        const uint r = 2u * (i / NT), t = i % NT;
+        const uint r = 2u * (i / NT), t = i % NT, e = (t0 + t) * o_stride + row0 + r;
         if (row0 + r >= rows || t0 + t >= p.T) continue;  // rows come in whole pairs
-        o[o_first + ((t0 + t) * o_stride + row0 + r) / 2u] = half_pair(s[r * NT + t], s[(r + 1u) * NT + t]);
+        o[o_first + e / 2u] = half_pair(s[r * NT + t], s[(r + 1u) * NT + t]);
     }
 #else
     for (uint i = first; i < ROWS * NT; i += stride) {

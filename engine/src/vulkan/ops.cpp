@@ -2,6 +2,7 @@
 // binding), fills the push constants its shader declares, and dispatches. Host mirrors of the push-constant
 // blocks are plain structs of 32-bit fields in the shader's order.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 
@@ -89,91 +90,6 @@ struct TopkPush {
     uint32_t n, k, in_first, out_first;
 };
 
-// The weight-reading variants of shaders/variants.cmake, per stored type.
-constexpr WeightVariants kEmbed{"embed_f32", "embed_f16", "embed_bf16", "embed_q8_0", "embed_q4_0", "embed_q4_k",
-                                "embed_q5_k", "embed_q6_k"};
-constexpr WeightVariants kRmsnorm{"rmsnorm_f32", "rmsnorm_f16", "rmsnorm_bf16"};
-constexpr WeightVariants kMatvec{"matvec_f32", "matvec_f16", "matvec_bf16", "matvec_q8_0", "matvec_q4_0",
-                                 "matvec_q4_k", "matvec_q5_k", "matvec_q6_k"};
-constexpr WeightVariants kMatvecVec{"matvec_vec_f32", "matvec_vec_f16", "matvec_vec_bf16", "matvec_vec_q8_0",
-                                    "matvec_vec_q4_0", "matvec_vec_q4_k", "matvec_vec_q5_k", "matvec_vec_q6_k"};
-constexpr WeightVariants kMatvecAdd{"matvec_add_f32", "matvec_add_f16", "matvec_add_bf16", "matvec_add_q8_0",
-                                    "matvec_add_q4_0", "matvec_add_q4_k", "matvec_add_q5_k", "matvec_add_q6_k"};
-constexpr WeightVariants kMatvecVecAdd{"matvec_vec_add_f32", "matvec_vec_add_f16", "matvec_vec_add_bf16",
-                                       "matvec_vec_add_q8_0", "matvec_vec_add_q4_0", "matvec_vec_add_q4_k",
-                                       "matvec_vec_add_q5_k", "matvec_vec_add_q6_k"};
-constexpr WeightVariants kMatvecAddNorm{"matvec_add_norm_f32",  "matvec_add_norm_f16",  "matvec_add_norm_bf16",
-                                     "matvec_add_norm_q8_0", "matvec_add_norm_q4_0", "matvec_add_norm_q4_k",
-                                     "matvec_add_norm_q5_k", "matvec_add_norm_q6_k"};
-constexpr WeightVariants kMatvecVecAddNorm{"matvec_vec_add_norm_f32",  "matvec_vec_add_norm_f16",
-                                        "matvec_vec_add_norm_bf16", "matvec_vec_add_norm_q8_0",
-                                        "matvec_vec_add_norm_q4_0", "matvec_vec_add_norm_q4_k",
-                                        "matvec_vec_add_norm_q5_k", "matvec_vec_add_norm_q6_k"};
-constexpr WeightVariants kMatvecSwiglu{"matvec_swiglu_f32", "matvec_swiglu_f16", "matvec_swiglu_bf16",
-                                      "matvec_swiglu_q8_0", "matvec_swiglu_q4_0", "matvec_swiglu_q4_k",
-                                      "matvec_swiglu_q5_k", "matvec_swiglu_q6_k"};
-constexpr WeightVariants kMatvecVecSwiglu{"matvec_vec_swiglu_f32", "matvec_vec_swiglu_f16", "matvec_vec_swiglu_bf16",
-                                         "matvec_vec_swiglu_q8_0", "matvec_vec_swiglu_q4_0", "matvec_vec_swiglu_q4_k",
-                                         "matvec_vec_swiglu_q5_k", "matvec_vec_swiglu_q6_k"};
-constexpr WeightVariants kMatvecRope{"matvec_rope_f32", "matvec_rope_f16", "matvec_rope_bf16", "matvec_rope_q8_0",
-                                    "matvec_rope_q4_0", "matvec_rope_q4_k", "matvec_rope_q5_k", "matvec_rope_q6_k"};
-constexpr WeightVariants kMatvecVecRope{"matvec_vec_rope_f32", "matvec_vec_rope_f16", "matvec_vec_rope_bf16",
-                                       "matvec_vec_rope_q8_0", "matvec_vec_rope_q4_0", "matvec_vec_rope_q4_k",
-                                       "matvec_vec_rope_q5_k", "matvec_vec_rope_q6_k"};
-constexpr WeightVariants kMatvecRopeQk{"matvec_rope_qk_f32",  "matvec_rope_qk_f16",  "matvec_rope_qk_bf16",
-                                      "matvec_rope_qk_q8_0", "matvec_rope_qk_q4_0", "matvec_rope_qk_q4_k",
-                                      "matvec_rope_qk_q5_k", "matvec_rope_qk_q6_k"};
-constexpr WeightVariants kMatvecVecRopeQk{"matvec_vec_rope_qk_f32",  "matvec_vec_rope_qk_f16",
-                                         "matvec_vec_rope_qk_bf16", "matvec_vec_rope_qk_q8_0",
-                                         "matvec_vec_rope_qk_q4_0", "matvec_vec_rope_qk_q4_k",
-                                         "matvec_vec_rope_qk_q5_k", "matvec_vec_rope_qk_q6_k"};
-constexpr WeightVariants kMatvecRopeQkv{"matvec_rope_qkv_f32",  "matvec_rope_qkv_f16",  "matvec_rope_qkv_bf16",
-                                       "matvec_rope_qkv_q8_0", "matvec_rope_qkv_q4_0", "matvec_rope_qkv_q4_k",
-                                       "matvec_rope_qkv_q5_k", "matvec_rope_qkv_q6_k"};
-constexpr WeightVariants kMatvecVecRopeQkv{"matvec_vec_rope_qkv_f32",  "matvec_vec_rope_qkv_f16",
-                                          "matvec_vec_rope_qkv_bf16", "matvec_vec_rope_qkv_q8_0",
-                                          "matvec_vec_rope_qkv_q4_0", "matvec_vec_rope_qkv_q4_k",
-                                          "matvec_vec_rope_qkv_q5_k", "matvec_vec_rope_qkv_q6_k"};
-constexpr WeightVariants kMatvecRopeQkF16{"matvec_rope_qk_kvf16_f32",  "matvec_rope_qk_kvf16_f16",
-                                        "matvec_rope_qk_kvf16_bf16", "matvec_rope_qk_kvf16_q8_0",
-                                        "matvec_rope_qk_kvf16_q4_0", "matvec_rope_qk_kvf16_q4_k",
-                                        "matvec_rope_qk_kvf16_q5_k", "matvec_rope_qk_kvf16_q6_k"};
-constexpr WeightVariants kMatvecVecRopeQkF16{"matvec_vec_rope_qk_kvf16_f32",  "matvec_vec_rope_qk_kvf16_f16",
-                                           "matvec_vec_rope_qk_kvf16_bf16", "matvec_vec_rope_qk_kvf16_q8_0",
-                                           "matvec_vec_rope_qk_kvf16_q4_0", "matvec_vec_rope_qk_kvf16_q4_k",
-                                           "matvec_vec_rope_qk_kvf16_q5_k", "matvec_vec_rope_qk_kvf16_q6_k"};
-constexpr WeightVariants kMatvecRopeQkvF16{"matvec_rope_qkv_kvf16_f32",  "matvec_rope_qkv_kvf16_f16",
-                                         "matvec_rope_qkv_kvf16_bf16", "matvec_rope_qkv_kvf16_q8_0",
-                                         "matvec_rope_qkv_kvf16_q4_0", "matvec_rope_qkv_kvf16_q4_k",
-                                         "matvec_rope_qkv_kvf16_q5_k", "matvec_rope_qkv_kvf16_q6_k"};
-constexpr WeightVariants kMatvecVecRopeQkvF16{"matvec_vec_rope_qkv_kvf16_f32",  "matvec_vec_rope_qkv_kvf16_f16",
-                                            "matvec_vec_rope_qkv_kvf16_bf16", "matvec_vec_rope_qkv_kvf16_q8_0",
-                                            "matvec_vec_rope_qkv_kvf16_q4_0", "matvec_vec_rope_qkv_kvf16_q4_k",
-                                            "matvec_vec_rope_qkv_kvf16_q5_k", "matvec_vec_rope_qkv_kvf16_q6_k"};
-constexpr WeightVariants kMatvecF16Out{"matvec_f16out_f32", "matvec_f16out_f16", "matvec_f16out_bf16",
-                                      "matvec_f16out_q8_0", "matvec_f16out_q4_0", "matvec_f16out_q4_k",
-                                      "matvec_f16out_q5_k", "matvec_f16out_q6_k"};
-constexpr WeightVariants kMatvecVecF16Out{"matvec_vec_f16out_f32", "matvec_vec_f16out_f16", "matvec_vec_f16out_bf16",
-                                         "matvec_vec_f16out_q8_0", "matvec_vec_f16out_q4_0", "matvec_vec_f16out_q4_k",
-                                         "matvec_vec_f16out_q5_k", "matvec_vec_f16out_q6_k"};
-constexpr WeightVariants kMatvecRopeF16Out{"matvec_rope_f16out_f32", "matvec_rope_f16out_f16",
-                                          "matvec_rope_f16out_bf16", "matvec_rope_f16out_q8_0",
-                                          "matvec_rope_f16out_q4_0", "matvec_rope_f16out_q4_k",
-                                          "matvec_rope_f16out_q5_k", "matvec_rope_f16out_q6_k"};
-constexpr WeightVariants kMatvecVecRopeF16Out{"matvec_vec_rope_f16out_f32", "matvec_vec_rope_f16out_f16",
-                                             "matvec_vec_rope_f16out_bf16", "matvec_vec_rope_f16out_q8_0",
-                                             "matvec_vec_rope_f16out_q4_0", "matvec_vec_rope_f16out_q4_k",
-                                             "matvec_vec_rope_f16out_q5_k", "matvec_vec_rope_f16out_q6_k"};
-constexpr WeightVariants kMatmul{"matmul_f32", "matmul_f16", "matmul_bf16", "matmul_q8_0", "matmul_q4_0",
-                                 "matmul_q4_k", "matmul_q5_k", "matmul_q6_k"};
-constexpr WeightVariants kMatmulCoopmat{"matmul_coopmat_f32", "matmul_coopmat_f16", "matmul_coopmat_bf16",
-                                        "matmul_coopmat_q8_0", "matmul_coopmat_q4_0", "matmul_coopmat_q4_k",
-                                        "matmul_coopmat_q5_k", "matmul_coopmat_q6_k"};
-constexpr WeightVariants kMatmulEmulated{"matmul_coopmat_emulated_f32", "matmul_coopmat_emulated_f16",
-                                         "matmul_coopmat_emulated_bf16", "matmul_coopmat_emulated_q8_0",
-                                         "matmul_coopmat_emulated_q4_0", "matmul_coopmat_emulated_q4_k",
-                                         "matmul_coopmat_emulated_q5_k", "matmul_coopmat_emulated_q6_k"};
-
 // The kernels with one variant, as each op builds them (prepare_kernels() builds the same ones at load).
 constexpr KernelShape kSwiglu{"swiglu", 3, sizeof(ElementwisePush)};
 constexpr KernelShape kAdd{"add", 3, sizeof(ElementwisePush)};
@@ -202,22 +118,18 @@ const ModelConfig& VulkanBackend::config(const char* op) const {
     return model_->config;
 }
 
-std::string_view VulkanBackend::weight_variant(const WeightVariants& v, DType t) {
-    const char* name = nullptr;
-    switch (t) {
-        case DType::F32: name = v.f32; break;
-        case DType::F16: name = v.f16; break;
-        case DType::BF16: name = v.bf16; break;
-        case DType::Q8_0: name = v.q8_0; break;
-        case DType::Q4_0: name = v.q4_0; break;
-        case DType::Q4_K: name = v.q4_k; break;
-        case DType::Q5_K: name = v.q5_k; break;
-        case DType::Q6_K: name = v.q6_k; break;
-    }
-    if (!name)
-        throw UnsupportedError("not supported: " + std::string(dtype_name(t)) + " weights in " + v.f32 +
-                               " (Vulkan backend)");
-    return name;
+VariantName::VariantName(std::initializer_list<std::string_view> parts, DType t) {
+    for (std::string_view part : parts) append(part);
+    append("_");
+    const size_t first = size_;
+    append(dtype_name(t));
+    for (size_t i = first; i < size_; ++i) text_[i] = static_cast<char>(std::tolower(text_[i]));
+}
+
+void VariantName::append(std::string_view s) {
+    if (s.size() > sizeof text_ - size_) throw Error("vulkan backend: shader variant name too long");
+    std::memcpy(text_ + size_, s.data(), s.size());
+    size_ += s.size();
 }
 
 // ---------------------------------------------------------------------------------------------- elementwise
@@ -334,34 +246,24 @@ bool VulkanBackend::matvec_vec_form(const DeviceTensor& d) {
 }
 
 const Kernel& VulkanBackend::matvec_kernel(DType t, bool vec, uint32_t nt, Epilogue e) {
-    const WeightVariants* v = nullptr;
+    // The epilogue's part of the variant's name (matvec.comp's defines in shaders/variants.cmake), its storage
+    // buffers and push constants.
+    std::string_view form;
     uint32_t buffers = 3, push = kMatvecPushBytes;
     switch (e) {
-        case Epilogue::Store: v = vec ? &kMatvecVec : &kMatvec; break;
-        case Epilogue::Add: v = vec ? &kMatvecVecAdd : &kMatvecAdd; break;
-        case Epilogue::AddNorm:
-            v = vec ? &kMatvecVecAddNorm : &kMatvecAddNorm, buffers = 6, push = sizeof(MatvecNormPush);
-            break;
-        case Epilogue::Swiglu: v = vec ? &kMatvecVecSwiglu : &kMatvecSwiglu, buffers = 4; break;
-        case Epilogue::Rope: v = vec ? &kMatvecVecRope : &kMatvecRope, buffers = 4, push = sizeof(MatvecPush); break;
-        case Epilogue::StoreF16: v = vec ? &kMatvecVecF16Out : &kMatvecF16Out; break;
-        case Epilogue::RopeQk:
-            v = vec ? &kMatvecVecRopeQk : &kMatvecRopeQk, buffers = 6, push = kMatvecQkPushBytes;
-            break;
-        case Epilogue::RopeQkv:
-            v = vec ? &kMatvecVecRopeQkv : &kMatvecRopeQkv, buffers = 8, push = sizeof(MatvecQkvPush);
-            break;
-        case Epilogue::RopeQkF16:
-            v = vec ? &kMatvecVecRopeQkF16 : &kMatvecRopeQkF16, buffers = 6, push = kMatvecQkPushBytes;
-            break;
-        case Epilogue::RopeQkvF16:
-            v = vec ? &kMatvecVecRopeQkvF16 : &kMatvecRopeQkvF16, buffers = 8, push = sizeof(MatvecQkvPush);
-            break;
-        case Epilogue::RopeF16:
-            v = vec ? &kMatvecVecRopeF16Out : &kMatvecRopeF16Out, buffers = 4, push = sizeof(MatvecPush);
-            break;
+        case Epilogue::Store: break;
+        case Epilogue::Add: form = "_add"; break;
+        case Epilogue::AddNorm: form = "_add_norm", buffers = 6, push = sizeof(MatvecNormPush); break;
+        case Epilogue::Swiglu: form = "_swiglu", buffers = 4; break;
+        case Epilogue::Rope: form = "_rope", buffers = 4, push = sizeof(MatvecPush); break;
+        case Epilogue::StoreF16: form = "_f16out"; break;
+        case Epilogue::RopeQk: form = "_rope_qk", buffers = 6, push = kMatvecQkPushBytes; break;
+        case Epilogue::RopeQkv: form = "_rope_qkv", buffers = 8, push = sizeof(MatvecQkvPush); break;
+        case Epilogue::RopeQkF16: form = "_rope_qk_kvf16", buffers = 6, push = kMatvecQkPushBytes; break;
+        case Epilogue::RopeQkvF16: form = "_rope_qkv_kvf16", buffers = 8, push = sizeof(MatvecQkvPush); break;
+        case Epilogue::RopeF16: form = "_rope_f16out", buffers = 4, push = sizeof(MatvecPush); break;
     }
-    return kernel(weight_variant(*v, t), buffers, push,
+    return kernel(VariantName({"matvec", vec ? "_vec" : "", form}, t), buffers, push,
                   {tuning_.matvec_workgroup, tuning_.matvec_rows, nt, tuning_.byte_float_bits,
                    tuning_.matvec_quad_lanes});
 }
@@ -369,16 +271,18 @@ const Kernel& VulkanBackend::matvec_kernel(DType t, bool vec, uint32_t nt, Epilo
 // matmul.comp (or matmul_coopmat.comp: the same tiles, bindings and push constants) and embed.comp have no
 // constants of their own: ids 0-2 are placeholders, 3 is quant.glsl's.
 const Kernel& VulkanBackend::matmul_kernel(DType t) {
-    const WeightVariants& v = tuning_.prefill == KernelTuning::Prefill::Coopmat    ? kMatmulCoopmat
-                              : tuning_.prefill == KernelTuning::Prefill::Emulated ? kMatmulEmulated
-                                                                                    : kMatmul;
-    return kernel(weight_variant(v, t), 3, sizeof(MatmulPush), {0, 0, 0, tuning_.byte_float_bits});
+    const std::string_view form = tuning_.prefill == KernelTuning::Prefill::Coopmat    ? "_coopmat"
+                                  : tuning_.prefill == KernelTuning::Prefill::Emulated ? "_coopmat_emulated"
+                                                                                        : "";
+    return kernel(VariantName({"matmul", form}, t), 3, sizeof(MatmulPush), {0, 0, 0, tuning_.byte_float_bits});
 }
 const Kernel& VulkanBackend::embed_kernel(DType t) {
-    return kernel(weight_variant(kEmbed, t), 3, sizeof(EmbedPush), {0, 0, 0, tuning_.byte_float_bits});
+    return kernel(VariantName({"embed"}, t), 3, sizeof(EmbedPush), {0, 0, 0, tuning_.byte_float_bits});
 }
 const Kernel& VulkanBackend::rmsnorm_kernel(DType t) {
-    return kernel(weight_variant(kRmsnorm, t), 3, sizeof(RmsnormPush), {tuning_.norm_workgroup});
+    if (dtype_is_block(t))  // gains are vectors: rmsnorm.comp reads the float types only
+        throw UnsupportedError("not supported: " + std::string(dtype_name(t)) + " gains in rmsnorm (Vulkan backend)");
+    return kernel(VariantName({"rmsnorm"}, t), 3, sizeof(RmsnormPush), {tuning_.norm_workgroup});
 }
 
 VulkanBackend::FlashShape VulkanBackend::flash_shape(const ModelConfig& c) const {

@@ -15,9 +15,11 @@
 // topk_result() read the pages after submit().
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -67,22 +69,23 @@ struct KernelShape {
     uint32_t push_bytes;
 };
 
-// The names of one weight-reading shader's variants, one per stored type (nullptr: that type is not supported
-// by the shader). Block types are read from their GGUF blocks (shaders/quant.glsl).
 // The push constants of matmul.comp and matmul_coopmat.comp (ops.cpp records them; coopmat_check.cpp too).
 struct MatmulPush {
     uint32_t T, rows, cols, x_first, o_first, o_stride, tiles_n;
 };
 
-struct WeightVariants {
-    const char* f32;
-    const char* f16;
-    const char* bf16;
-    const char* q8_0 = nullptr;
-    const char* q4_0 = nullptr;
-    const char* q4_k = nullptr;
-    const char* q5_k = nullptr;
-    const char* q6_k = nullptr;
+// The name of a weight-reading shader's variant, as shaders/variants.cmake spells it: the form's parts, then the
+// stored type in lower case ("matvec" "_vec" "_rope_qk" "_bf16"). Built in place: a decode step asks for one per
+// dispatch. Block types are read from their GGUF blocks (shaders/quant.glsl).
+class VariantName {
+public:
+    VariantName(std::initializer_list<std::string_view> parts, DType t);
+    operator std::string_view() const { return {text_, size_}; }
+
+private:
+    void append(std::string_view s);
+    char text_[48];
+    size_t size_ = 0;
 };
 
 // Kernel shapes, chosen per device kind. A GPU wants wide workgroups; a CPU device (lavapipe) runs a workgroup
@@ -314,7 +317,6 @@ private:
     const Kernel& embed_kernel(DType t);
     const Kernel& rmsnorm_kernel(DType t);
     void prepare_kernels(const Model& model);  // at load: the pipelines a timed step would otherwise build
-    static std::string_view weight_variant(const WeightVariants& v, DType t);
     void topk_pass(const Binding& in, bool merge, uint32_t items, uint32_t k, const Binding& out, uint32_t groups);
 
     BackendOptions options_;
