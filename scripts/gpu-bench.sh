@@ -11,7 +11,9 @@
 #            every dispatch), while its Q4_K_M quantization is written in the background
 #   q4km     bench on the Q4_K_M file
 #   coopmat  the bf16 prefill with a 1-token decode on the default float32 tiles, then again on matrix units
-#            (STRATA_VK_COOPMAT=1, VK_NV_cooperative_matrix where the device has it): which of the two is faster
+#            (STRATA_VK_COOPMAT=1, VK_NV_cooperative_matrix where the device has it): which of the two is faster;
+#            then GPU time per kernel of the same prefill on each (profile-prefill*.txt): whether matmul_coopmat_*
+#            itself is the slower kernel, and by how much
 #   noflash  the bf16 prefill again with prompt attention in the grouped kernel (STRATA_VK_ATTN_FLASH_FROM=0),
 #            the before of the flash-attention tiles; run only when time is left
 #   convert  Q4_K_M decode again with block types' bytes converted to float (STRATA_VK_BYTE_FLOAT_BITS=0), the
@@ -209,6 +211,10 @@ do_coopmat() {
     > "$OUT/bench-bf16-prefill.json" 2> "$OUT/bench-bf16-prefill.err"
   STRATA_VK_COOPMAT=1 "$cli" bench --model "$model" --backend vulkan --prompt "$PROMPT" --gen 1 --repeats 3 \
     > "$OUT/bench-bf16-coopmat.json" 2> "$OUT/bench-bf16-coopmat.err"
+  STRATA_VK_PROFILE=1 "$cli" bench --model "$model" --backend vulkan --prompt "$PROMPT" --gen 1 --repeats 1 \
+    > "$OUT/profile-prefill.json" 2> "$OUT/profile-prefill.txt"
+  STRATA_VK_PROFILE=1 STRATA_VK_COOPMAT=1 "$cli" bench --model "$model" --backend vulkan --prompt "$PROMPT" \
+    --gen 1 --repeats 1 > "$OUT/profile-prefill-coopmat.json" 2> "$OUT/profile-prefill-coopmat.txt"
 }
 
 do_profileq4() {  # as profile, on the Q4_K_M file
@@ -463,7 +469,7 @@ for p in "${phases[@]}"; do
     profile) wait_model; { phase quantize 200 do_quantize & } ; quant_pid=$!; phase profile 60 do_profile ;;
     q4km) wait_model; [ -n "$quant_pid" ] && wait "$quant_pid"; quant_pid=
           [ -f "$model_q4km" ] || phase quantize 200 do_quantize; phase q4km 120 do_q4km ;;
-    coopmat) wait_model; phase coopmat 60 do_coopmat ;;
+    coopmat) wait_model; phase coopmat 120 do_coopmat ;;
     profileq4) [ -f "$model_q4km" ] && phase profileq4 60 do_profileq4 ;;
     noquad) [ -f "$model_q4km" ] && phase noquad 60 do_noquad ;;
     shapes) wait_model; [ -f "$model_q4km" ] && phase shapes 150 do_shapes ;;

@@ -591,7 +591,7 @@ std::string VulkanBackend::profile_report() const {
     std::string out = "GPU time per kernel (" + ctx_->info().name + "):\n";
     char line[256];
     for (const auto& [name, kt] : rows) {
-        std::snprintf(line, sizeof line, "  %-22s %8lld calls %12.3f ms %6.1f%% %10.1f us/call\n", name.c_str(),
+        std::snprintf(line, sizeof line, "  %-30s %8lld calls %12.3f ms %6.1f%% %10.1f us/call\n", name.c_str(),
                       static_cast<long long>(kt.calls), kt.ms, total > 0 ? 100.0 * kt.ms / total : 0.0,
                       kt.calls ? 1000.0 * kt.ms / double(kt.calls) : 0.0);
         out += line;
