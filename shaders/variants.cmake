@@ -28,65 +28,41 @@ set(STRATA_SHADER_VARIANTS
   "topk_merge|topk.comp|MERGE=1"
   "read_bandwidth|read_bandwidth.comp"
 )
-foreach(wtype IN ITEMS f32 f16 bf16)
+# matvec.comp's forms, "suffix|defines": each is built for every stored type as matvec<suffix>_<type>, and again
+# with 16-byte loads (VEC) as matvec_vec<suffix>_<type>. The engine names them the same way (VariantName in
+# engine/src/vulkan/vulkan_backend.hpp).
+set(matvec_forms
+  "|"
+  "_add|ACCUMULATE=1"
+  "_add_norm|ACCUMULATE=1,NORM=1"
+  "_swiglu|SWIGLU=1"
+  "_rope|ROPE=1"
+  "_rope_qk|ROPE=1,QK=1"
+  "_rope_qkv|ROPE=1,QK=1,QKV=1"
+  "_rope_qk_kvf16|ROPE=1,QK=1,KV_F16=1"
+  "_rope_qkv_kvf16|ROPE=1,QK=1,QKV=1,KV_F16=1"
+  "_f16out|OUT_F16=1"
+  "_rope_f16out|ROPE=1,OUT_F16=1")
+# Every stored type: the float types, and the GGUF block types (quant.glsl), read from their blocks. rmsnorm's
+# gains are float vectors only.
+foreach(wtype IN ITEMS f32 f16 bf16 q8_0 q4_0 q4_k q5_k q6_k)
   string(TOUPPER ${wtype} WTYPE)
+  set(w "WTYPE_${WTYPE}=1")
+  if(wtype MATCHES "^(f32|f16|bf16)$")
+    list(APPEND STRATA_SHADER_VARIANTS "rmsnorm_${wtype}|rmsnorm.comp|${w}")
+  endif()
   list(APPEND STRATA_SHADER_VARIANTS
-    "embed_${wtype}|embed.comp|WTYPE_${WTYPE}=1"
-    "rmsnorm_${wtype}|rmsnorm.comp|WTYPE_${WTYPE}=1"
-    "matvec_${wtype}|matvec.comp|WTYPE_${WTYPE}=1"
-    "matvec_vec_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1"
-    "matvec_add_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ACCUMULATE=1"
-    "matvec_vec_add_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ACCUMULATE=1"
-    "matvec_add_norm_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ACCUMULATE=1,NORM=1"
-    "matvec_vec_add_norm_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ACCUMULATE=1,NORM=1"
-    "matvec_swiglu_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,SWIGLU=1"
-    "matvec_vec_swiglu_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,SWIGLU=1"
-    "matvec_rope_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ROPE=1"
-    "matvec_vec_rope_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ROPE=1"
-    "matvec_rope_qk_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ROPE=1,QK=1"
-    "matvec_vec_rope_qk_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ROPE=1,QK=1"
-    "matvec_rope_qkv_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ROPE=1,QK=1,QKV=1"
-    "matvec_vec_rope_qkv_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ROPE=1,QK=1,QKV=1"
-    "matvec_rope_qk_kvf16_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ROPE=1,QK=1,KV_F16=1"
-    "matvec_vec_rope_qk_kvf16_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ROPE=1,QK=1,KV_F16=1"
-    "matvec_rope_qkv_kvf16_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ROPE=1,QK=1,QKV=1,KV_F16=1"
-    "matvec_vec_rope_qkv_kvf16_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ROPE=1,QK=1,QKV=1,KV_F16=1"
-    "matvec_f16out_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,OUT_F16=1"
-    "matvec_vec_f16out_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,OUT_F16=1"
-    "matvec_rope_f16out_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ROPE=1,OUT_F16=1"
-    "matvec_vec_rope_f16out_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ROPE=1,OUT_F16=1"
-    "matmul_${wtype}|matmul.comp|WTYPE_${WTYPE}=1"
-    "matmul_coopmat_${wtype}|matmul_coopmat.comp|WTYPE_${WTYPE}=1,COOPMAT_NV=1"
-    "matmul_coopmat_emulated_${wtype}|matmul_coopmat.comp|WTYPE_${WTYPE}=1")
-endforeach()
-# GGUF block types (quant.glsl): read from their blocks by embed, matvec (scalar or 16-byte x loads) and matmul.
-foreach(wtype IN ITEMS q8_0 q4_0 q4_k q5_k q6_k)
-  string(TOUPPER ${wtype} WTYPE)
-  list(APPEND STRATA_SHADER_VARIANTS
-    "embed_${wtype}|embed.comp|WTYPE_${WTYPE}=1"
-    "matvec_${wtype}|matvec.comp|WTYPE_${WTYPE}=1"
-    "matvec_vec_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1"
-    "matvec_add_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ACCUMULATE=1"
-    "matvec_vec_add_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ACCUMULATE=1"
-    "matvec_add_norm_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ACCUMULATE=1,NORM=1"
-    "matvec_vec_add_norm_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ACCUMULATE=1,NORM=1"
-    "matvec_swiglu_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,SWIGLU=1"
-    "matvec_vec_swiglu_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,SWIGLU=1"
-    "matvec_rope_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ROPE=1"
-    "matvec_vec_rope_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ROPE=1"
-    "matvec_rope_qk_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ROPE=1,QK=1"
-    "matvec_vec_rope_qk_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ROPE=1,QK=1"
-    "matvec_rope_qkv_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ROPE=1,QK=1,QKV=1"
-    "matvec_vec_rope_qkv_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ROPE=1,QK=1,QKV=1"
-    "matvec_rope_qk_kvf16_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ROPE=1,QK=1,KV_F16=1"
-    "matvec_vec_rope_qk_kvf16_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ROPE=1,QK=1,KV_F16=1"
-    "matvec_rope_qkv_kvf16_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ROPE=1,QK=1,QKV=1,KV_F16=1"
-    "matvec_vec_rope_qkv_kvf16_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ROPE=1,QK=1,QKV=1,KV_F16=1"
-    "matvec_f16out_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,OUT_F16=1"
-    "matvec_vec_f16out_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,OUT_F16=1"
-    "matvec_rope_f16out_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,ROPE=1,OUT_F16=1"
-    "matvec_vec_rope_f16out_${wtype}|matvec.comp|WTYPE_${WTYPE}=1,VEC=1,ROPE=1,OUT_F16=1"
-    "matmul_${wtype}|matmul.comp|WTYPE_${WTYPE}=1"
-    "matmul_coopmat_${wtype}|matmul_coopmat.comp|WTYPE_${WTYPE}=1,COOPMAT_NV=1"
-    "matmul_coopmat_emulated_${wtype}|matmul_coopmat.comp|WTYPE_${WTYPE}=1")
+    "embed_${wtype}|embed.comp|${w}"
+    "matmul_${wtype}|matmul.comp|${w}"
+    "matmul_coopmat_${wtype}|matmul_coopmat.comp|${w},COOPMAT_NV=1"
+    "matmul_coopmat_emulated_${wtype}|matmul_coopmat.comp|${w}")
+  foreach(form IN LISTS matvec_forms)
+    string(FIND "${form}" "|" bar)
+    string(SUBSTRING "${form}" 0 ${bar} suffix)
+    math(EXPR bar "${bar} + 1")
+    string(SUBSTRING "${form}" ${bar} -1 defines)
+    list(APPEND STRATA_SHADER_VARIANTS
+      "matvec${suffix}_${wtype}|matvec.comp|${w},${defines}"
+      "matvec_vec${suffix}_${wtype}|matvec.comp|${w},VEC=1,${defines}")
+  endforeach()
 endforeach()
