@@ -26,10 +26,13 @@
 # Every phase runs under a time limit cut to what is left of the run's deadline (STRATA_GPU_DEADLINE seconds,
 # default 470) and records its exit status and seconds in $OUT/phases.txt, so one failure does not hide the rest.
 #
-#   scripts/gpu-bench.sh [PHASE ...]     default: info build model tests bench profile q4km profileq4 noquad
-#                                        attnsplit coopmat check shapes: what the H200's first figures left open.
-#                                        profileq4: profile on the Q4_K_M file; noquad: Q4_K_M decode with whole
-#                                        units per invocation (STRATA_VK_QUAD_LANES=0, the before of pieces and
+#   scripts/gpu-bench.sh [PHASE ...]     default: info build model tests bench profile q4km loads profileq4
+#                                        noquad attnsplit coopmat check shapes: what the H200's first figures left
+#                                        open. loads: bf16 decode with the matvec's weight loads of 4 and of 8
+#                                        iterations issued together (STRATA_VK_MATVEC_LOADS), beside the default
+#                                        (1); profileq4: profile on the Q4_K_M file; noquad: Q4_K_M
+#                                        decode with whole units per invocation (STRATA_VK_QUAD_LANES=0, the
+#                                        before of pieces and
 #                                        quads); attnsplit: decode after STRATA_GPU_KV_PROMPT tokens with decode
 #                                        attention's keys over more workgroups; check: Vulkan against the CPU
 #                                        backend on a 2-layer 8B shape; shapes: decode in other matvec shapes, and
@@ -222,6 +225,16 @@ do_profileq4() {  # as profile, on the Q4_K_M file
     > "$OUT/profile-decode-q4km.json" 2> "$OUT/profile-decode-q4km.txt"
 }
 
+do_loads() {
+  # bf16 decode with the float types' matvec loads LOADS iterations at a time (STRATA_VK_MATVEC_LOADS): the default
+  # (1) first, measured alike, then 4 and 8. If one is clearly faster, make it matvec_loads' default.
+  local l
+  for l in 1 4 8; do
+    STRATA_VK_MATVEC_LOADS=$l "$cli" bench --model "$model" --backend vulkan --prompt 8 --gen "$GEN" --repeats 2 \
+      > "$OUT/bench-bf16-loads-$l.json" 2> "$OUT/bench-bf16-loads-$l.err"
+  done
+}
+
 do_noquad() {  # Q4_K_M decode with whole units per invocation (STRATA_VK_QUAD_LANES=0): the before of QUAD_LANES
   STRATA_VK_QUAD_LANES=0 "$cli" bench --model "$model_q4km" --backend vulkan --prompt 8 --gen "$GEN" --repeats 3 \
     > "$OUT/bench-q4km-noquad.json" 2> "$OUT/bench-q4km-noquad.err"
@@ -347,6 +360,9 @@ extra("bench-bf16-noflash.json",
       lambda d: f"prefill without flash-attention tiles {d['prefill']['tokens_per_second']:.1f} tok/s")
 extra("bench-q4km-convert.json",
       lambda d: f"Q4_K_M decode with bytes converted to float {d['decode']['tokens_per_second']:.1f} tok/s")
+for l in (1, 4, 8):
+    extra(f"bench-bf16-loads-{l}.json",
+          lambda d, l=l: f"bf16 decode with STRATA_VK_MATVEC_LOADS={l} {d['decode']['tokens_per_second']:.1f} tok/s")
 extra("bench-q4km-noquad.json",
       lambda d: f"Q4_K_M decode with whole units per invocation {d['decode']['tokens_per_second']:.1f} tok/s")
 extra("bench-bf16-norm256.json",
@@ -445,7 +461,7 @@ pack() {
 
 phases=("$@")
 [ ${#phases[@]} -eq 0 ] &&
-  phases=(info build model tests bench profile q4km profileq4 noquad attnsplit coopmat check shapes)
+  phases=(info build model tests bench profile q4km loads profileq4 noquad attnsplit coopmat check shapes)
 model_pid=
 quant_pid=
 wait_model() { [ -n "$model_pid" ] && wait "$model_pid"; model_pid=; }
@@ -471,6 +487,7 @@ for p in "${phases[@]}"; do
           [ -f "$model_q4km" ] || phase quantize 200 do_quantize; phase q4km 120 do_q4km ;;
     coopmat) wait_model; phase coopmat 120 do_coopmat ;;
     profileq4) [ -f "$model_q4km" ] && phase profileq4 60 do_profileq4 ;;
+    loads) wait_model; phase loads 90 do_loads ;;
     noquad) [ -f "$model_q4km" ] && phase noquad 60 do_noquad ;;
     shapes) wait_model; [ -f "$model_q4km" ] && phase shapes 150 do_shapes ;;
     noflash) wait_model; phase noflash 60 do_noflash ;;
@@ -482,7 +499,7 @@ for p in "${phases[@]}"; do
     check) phase check 300 do_check ;;
     quant) phase quant 400 do_quant ;;
     *) echo "unknown phase $p (info build model tests bench profile q4km coopmat noflash convert kvf16 flashwg" \
-            "profileq4 noquad shapes attnsplit sweep check quant)" >&2; exit 2 ;;
+            "profileq4 loads noquad shapes attnsplit sweep check quant)" >&2; exit 2 ;;
   esac
 done
 wait_model

@@ -36,6 +36,11 @@ layout(local_size_x_id = 0) in;
 // GPU's coalesced access); false gives each invocation whole units (a CPU device's lanes, which pay for each
 // scale).
 layout(constant_id = 4) const bool QUAD_LANES = false;
+// Float types with 16-byte loads (VEC): each invocation loads the weights of LOADS of its iterations before it
+// sums any of them, so that LOADS loads per row are in flight at once (a GPU's memory hides its latency behind
+// many loads, not behind the arithmetic between them). The sums then run in the order one iteration at a time
+// takes, so LOADS changes no bit.
+layout(constant_id = 5) const uint LOADS = 1;
 #include "common.glsl"
 
 #if defined(QK) && (!defined(ROPE) || defined(OUT_F16) || defined(SWIGLU))
@@ -309,28 +314,39 @@ void main() {
 #if defined(WTYPE_F32)
     const uint per_row = p.cols / 4u;  // 16-byte words per row
     const uint xq = p.x_first / 4u;
-    for (uint q = tid; q < per_row; q += WG) {
-        vec4 w[WROWS];
-        for (uint r = 0u; r < WROWS; ++r) w[r] = uintBitsToFloat(W4(r, wrow[r] * per_row + q));
-        for (uint t = 0u; t < NT; ++t) {
-            const vec4 xv = x4[xq + xrow[t] * per_row + q];
-            for (uint r = 0u; r < WROWS; ++r) acc[r * NT + t] += dot(w[r], xv);
+    for (uint q0 = tid; q0 < per_row; q0 += LOADS * WG) {
+        vec4 w[LOADS * WROWS];  // [load][row]; a load past the row's end reads its last word, not summed
+        for (uint j = 0u; j < LOADS; ++j)
+            for (uint r = 0u; r < WROWS; ++r)
+                w[j * WROWS + r] = uintBitsToFloat(W4(r, wrow[r] * per_row + min(q0 + j * WG, per_row - 1u)));
+        for (uint j = 0u; j < LOADS && q0 + j * WG < per_row; ++j) {
+            const uint q = q0 + j * WG;
+            for (uint t = 0u; t < NT; ++t) {
+                const vec4 xv = x4[xq + xrow[t] * per_row + q];
+                for (uint r = 0u; r < WROWS; ++r) acc[r * NT + t] += dot(w[j * WROWS + r], xv);
+            }
         }
     }
 #else
     const uint per_row = p.cols / 8u;
     const uint xq = p.x_first / 4u;
-    for (uint q = tid; q < per_row; q += WG) {
-        vec4 wa[WROWS], wb[WROWS];
-        for (uint r = 0u; r < WROWS; ++r) {
-            const uvec4 w = W4(r, wrow[r] * per_row + q);
-            wa[r] = widen_lo(w);
-            wb[r] = widen_hi(w);
-        }
-        for (uint t = 0u; t < NT; ++t) {
-            const uint xi = xq + xrow[t] * 2u * per_row + 2u * q;
-            const vec4 xa = x4[xi], xb = x4[xi + 1u];
-            for (uint r = 0u; r < WROWS; ++r) acc[r * NT + t] += dot(wa[r], xa) + dot(wb[r], xb);
+    for (uint q0 = tid; q0 < per_row; q0 += LOADS * WG) {
+        uvec4 w[LOADS * WROWS];  // [load][row]; a load past the row's end reads its last word, not summed
+        for (uint j = 0u; j < LOADS; ++j)
+            for (uint r = 0u; r < WROWS; ++r)
+                w[j * WROWS + r] = W4(r, wrow[r] * per_row + min(q0 + j * WG, per_row - 1u));
+        for (uint j = 0u; j < LOADS && q0 + j * WG < per_row; ++j) {
+            const uint q = q0 + j * WG;
+            vec4 wa[WROWS], wb[WROWS];
+            for (uint r = 0u; r < WROWS; ++r) {
+                wa[r] = widen_lo(w[j * WROWS + r]);
+                wb[r] = widen_hi(w[j * WROWS + r]);
+            }
+            for (uint t = 0u; t < NT; ++t) {
+                const uint xi = xq + xrow[t] * 2u * per_row + 2u * q;
+                const vec4 xa = x4[xi], xb = x4[xi + 1u];
+                for (uint r = 0u; r < WROWS; ++r) acc[r * NT + t] += dot(wa[r], xa) + dot(wb[r], xb);
+            }
         }
     }
 #endif

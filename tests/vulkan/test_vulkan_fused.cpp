@@ -56,7 +56,7 @@ private:
 
 // Runs body(backends, gpu_shape) in the device's matvec shape (lavapipe: one 8-lane subgroup, 4 rows), then in a
 // GPU's (128 invocations whose subgroups are reduced through shared memory, 2 rows, block types' pieces on
-// neighbouring lanes), each with backends of its own.
+// neighbouring lanes, float types' loads 3 iterations at a time), each with backends of its own.
 template <class Body>
 void in_both_shapes(Body&& body) {
     for (const char* shape : {"", "128,2"}) {
@@ -64,6 +64,7 @@ void in_both_shapes(Body&& body) {
         ScopedEnv env("STRATA_VK_MATVEC", shape);
         const bool gpu_shape = !std::string(shape).empty();
         ScopedEnv quads("STRATA_VK_QUAD_LANES", gpu_shape ? "1" : "");  // a GPU's way through block types
+        ScopedEnv loads("STRATA_VK_MATVEC_LOADS", gpu_shape ? "3" : "");
         Backends backends;
         body(backends, gpu_shape);
     }
@@ -471,6 +472,44 @@ TEST_CASE("wo's residual add and the RMSNorm after it in one dispatch equal matm
         check_add_norm(backends, DType::BF16, DType::F32, 22, 256, 3, 1);  // a short prompt: one pass of 4 tokens
         check_add_norm(backends, DType::F32, DType::F32, 40, 256, 1, 0, 16384);  // 16 KiB bindings: chunks
     });
+    require_no_validation_messages();
+}
+
+TEST_CASE("the float types' matvec gives the same bits with any number of loads in flight", "[vulkan][fused]") {
+    // LOADS batches each invocation's weight loads and then sums them in the order of one at a time. A GPU's
+    // shape; rows of 657 16-byte words (16-bit types; 1314 for f32), 5 or 11 iterations per invocation, so LOADS
+    // 3 ends in a partial batch and 8 has batches past the row's end; the plain product and the SwiGLU form (two
+    // matrices' loads in each batch), decode and a short prompt.
+    ScopedEnv shape("STRATA_VK_MATVEC", "128,2");
+    std::map<std::string, std::unique_ptr<Backend>> gpus;
+    for (const char* loads : {"1", "3", "8"}) {
+        ScopedEnv env("STRATA_VK_MATVEC_LOADS", loads);
+        gpus[loads] = make_vulkan();
+    }
+    const int64_t N = 18, K = 8 * 657;
+    for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+        for (int64_t T : {1, 3}) {
+            INFO(dtype_name(t) << " [" << N << ", " << K << "], T = " << T);
+            Filler f;
+            const int32_t ix = f.add(random_floats(T * K, 91));
+            const Model& m = f.model();
+            auto w1 = weight("w1", t, N, K, 92), w3 = weight("w3", t, N, K, 93);
+            auto record = [&](Backend& b) {
+                return run(b, m, f, ix, T, K, 2 * T * N, 0, [&](Buf x, Buf out) {
+                    Buf a = b.alloc(T * N, "a"), g = b.alloc(T * N, "g");
+                    b.matmul(out.at(0, T * N), x, w1->view, T);
+                    b.matmul_swiglu(out.at(T * N, T * N), x, w1->view, w3->view, T, a, g);
+                    b.free(a);
+                    b.free(g);
+                });
+            };
+            const std::vector<float> one = record(*gpus["1"]);
+            for (const char* loads : {"3", "8"}) {
+                INFO("STRATA_VK_MATVEC_LOADS=" << loads);
+                CHECK(record(*gpus[loads]) == one);
+            }
+        }
+    }
     require_no_validation_messages();
 }
 

@@ -265,7 +265,7 @@ const Kernel& VulkanBackend::matvec_kernel(DType t, bool vec, uint32_t nt, Epilo
     }
     return kernel(VariantName({"matvec", vec ? "_vec" : "", form}, t), buffers, push,
                   {tuning_.matvec_workgroup, tuning_.matvec_rows, nt, tuning_.byte_float_bits,
-                   tuning_.matvec_quad_lanes});
+                   tuning_.matvec_quad_lanes, tuning_.matvec_loads});
 }
 
 // matmul.comp (or matmul_coopmat.comp: the same tiles, bindings and push constants) and embed.comp have no

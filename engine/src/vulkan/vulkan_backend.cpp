@@ -65,6 +65,10 @@ KernelTuning tuning_for(const VulkanDeviceInfo& device) {
             t.matvec_rows = rows;
         }
     }
+    if (const char* e = std::getenv("STRATA_VK_MATVEC_LOADS")) {
+        const long long loads = std::atoll(e);
+        if (loads >= 1 && loads <= 8) t.matvec_loads = static_cast<uint32_t>(loads);
+    }
     if (const char* e = std::getenv("STRATA_VK_NORM_WG")) {
         const long long wg = std::atoll(e);
         if (wg >= 32 && wg <= device.max_workgroup_invocations && (wg & (wg - 1)) == 0)

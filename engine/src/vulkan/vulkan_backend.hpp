@@ -136,6 +136,12 @@ struct KernelTuning {
     // whole units per invocation (each lane pays for each scale it works out). The same products either way,
     // summed in another order. STRATA_VK_QUAD_LANES=0|1 overrides.
     bool matvec_quad_lanes = true;
+    // Float types' 16-byte matvec loops (LOADS): the loads of this many iterations are issued before any is summed,
+    // so that several loads per row are in flight (4 would load an 8B model's 4096-wide rows in one go at 128
+    // invocations). The same bits for any value. 1 until a GPU has measured more (scripts/gpu-bench.sh's `loads`
+    // phase): on lavapipe 2 and 4 made decode slower, and on the H200 4 rows per workgroup instead of 2 (twice the
+    // loads in flight) gained nothing clear. STRATA_VK_MATVEC_LOADS=N (1-8) overrides.
+    uint32_t matvec_loads = 1;
     // Where the prefill matmul runs: matmul.comp (float32 FMAs, the default: on the one GPU measured it was also
     // the faster), matmul_coopmat.comp on matrix units (binary16 operands, on a device with
     // VK_NV_cooperative_matrix, by STRATA_VK_COOPMAT=1; the kernel is checked on the device when the backend is
