@@ -26,15 +26,17 @@
 # Every phase runs under a time limit cut to what is left of the run's deadline (STRATA_GPU_DEADLINE seconds,
 # default 470) and records its exit status and seconds in $OUT/phases.txt, so one failure does not hide the rest.
 #
-#   scripts/gpu-bench.sh [PHASE ...]     default: info build model tests bench profile q4km loads profileq4
-#                                        noquad attnsplit coopmat check shapes: what the H200's first figures left
-#                                        open. loads: bf16 decode with the matvec's weight loads of 4 and of 8
-#                                        iterations issued together (STRATA_VK_MATVEC_LOADS), beside the default
-#                                        (1); profileq4: profile on the Q4_K_M file; noquad: Q4_K_M
-#                                        decode with whole units per invocation (STRATA_VK_QUAD_LANES=0, the
-#                                        before of pieces and
-#                                        quads); attnsplit: decode after STRATA_GPU_KV_PROMPT tokens with decode
-#                                        attention's keys over more workgroups; check: Vulkan against the CPU
+#   scripts/gpu-bench.sh [PHASE ...]     default: info build model tests bench profile q4km loads tile8
+#                                        profileq4 noquad attnsplit coopmat check shapes: what the H200's first
+#                                        figures left open. loads: bf16 decode with the matvec's weight loads of 4
+#                                        and of 8 iterations issued together (STRATA_VK_MATVEC_LOADS), beside the
+#                                        default (1); tile8: the bf16 prefill with the float32 tiles at 8 x 8
+#                                        outputs per invocation (STRATA_VK_MATMUL_TILE8=1) beside the default
+#                                        4 x 8, and its GPU time per kernel; profileq4: profile on the Q4_K_M
+#                                        file; noquad: Q4_K_M decode with whole units per invocation
+#                                        (STRATA_VK_QUAD_LANES=0, the before of pieces and quads); attnsplit:
+#                                        decode after STRATA_GPU_KV_PROMPT tokens with decode attention's keys
+#                                        over more workgroups; check: Vulkan against the CPU
 #                                        backend on a 2-layer 8B shape; shapes: decode in other matvec shapes, and
 #                                        rmsnorm's workgroup at 256. More: noflash, convert, kvf16, flashwg (above),
 #                                        sweep (matvec shapes, trace cost: [.bench]), quant (each block type on 2
@@ -235,6 +237,18 @@ do_loads() {
   done
 }
 
+do_tile8() {
+  # The bf16 prefill on the float32 tiles with 4 x 8 (the default, first, measured alike) and 8 x 8 outputs per
+  # invocation (STRATA_VK_MATMUL_TILE8=1), then the latter profiled (against the coopmat phase's profile-prefill.txt).
+  local t
+  for t in 0 1; do
+    STRATA_VK_MATMUL_TILE8=$t "$cli" bench --model "$model" --backend vulkan --prompt "$PROMPT" --gen 1 --repeats 3 \
+      > "$OUT/bench-bf16-tile8-$t.json" 2> "$OUT/bench-bf16-tile8-$t.err"
+  done
+  STRATA_VK_PROFILE=1 STRATA_VK_MATMUL_TILE8=1 "$cli" bench --model "$model" --backend vulkan --prompt "$PROMPT" \
+    --gen 1 --repeats 1 > "$OUT/profile-prefill-tile8.json" 2> "$OUT/profile-prefill-tile8.txt"
+}
+
 do_noquad() {  # Q4_K_M decode with whole units per invocation (STRATA_VK_QUAD_LANES=0): the before of QUAD_LANES
   STRATA_VK_QUAD_LANES=0 "$cli" bench --model "$model_q4km" --backend vulkan --prompt 8 --gen "$GEN" --repeats 3 \
     > "$OUT/bench-q4km-noquad.json" 2> "$OUT/bench-q4km-noquad.err"
@@ -360,6 +374,9 @@ extra("bench-bf16-noflash.json",
       lambda d: f"prefill without flash-attention tiles {d['prefill']['tokens_per_second']:.1f} tok/s")
 extra("bench-q4km-convert.json",
       lambda d: f"Q4_K_M decode with bytes converted to float {d['decode']['tokens_per_second']:.1f} tok/s")
+for t in (0, 1):
+    extra(f"bench-bf16-tile8-{t}.json",
+          lambda d, t=t: f"bf16 prefill with STRATA_VK_MATMUL_TILE8={t} {d['prefill']['tokens_per_second']:.1f} tok/s")
 for l in (1, 4, 8):
     extra(f"bench-bf16-loads-{l}.json",
           lambda d, l=l: f"bf16 decode with STRATA_VK_MATVEC_LOADS={l} {d['decode']['tokens_per_second']:.1f} tok/s")
@@ -461,7 +478,7 @@ pack() {
 
 phases=("$@")
 [ ${#phases[@]} -eq 0 ] &&
-  phases=(info build model tests bench profile q4km loads profileq4 noquad attnsplit coopmat check shapes)
+  phases=(info build model tests bench profile q4km loads tile8 profileq4 noquad attnsplit coopmat check shapes)
 model_pid=
 quant_pid=
 wait_model() { [ -n "$model_pid" ] && wait "$model_pid"; model_pid=; }
@@ -488,6 +505,7 @@ for p in "${phases[@]}"; do
     coopmat) wait_model; phase coopmat 120 do_coopmat ;;
     profileq4) [ -f "$model_q4km" ] && phase profileq4 60 do_profileq4 ;;
     loads) wait_model; phase loads 90 do_loads ;;
+    tile8) wait_model; phase tile8 90 do_tile8 ;;
     noquad) [ -f "$model_q4km" ] && phase noquad 60 do_noquad ;;
     shapes) wait_model; [ -f "$model_q4km" ] && phase shapes 150 do_shapes ;;
     noflash) wait_model; phase noflash 60 do_noflash ;;
@@ -499,7 +517,7 @@ for p in "${phases[@]}"; do
     check) phase check 300 do_check ;;
     quant) phase quant 400 do_quant ;;
     *) echo "unknown phase $p (info build model tests bench profile q4km coopmat noflash convert kvf16 flashwg" \
-            "profileq4 loads noquad shapes attnsplit sweep check quant)" >&2; exit 2 ;;
+            "profileq4 loads tile8 noquad shapes attnsplit sweep check quant)" >&2; exit 2 ;;
   esac
 done
 wait_model

@@ -2,14 +2,24 @@
 // Prefill: out[t, n] = dot(w[n, :], x[t, :]) for T tokens at once (x @ w^T). A workgroup computes a BM x BN
 // tile of the output (64 tokens x 128 weight rows): it stages BK-deep slices of x and of w in shared memory, so
 // each weight loaded from memory serves BM tokens and each x value BN rows, and each invocation accumulates a
-// 4 x 8 block in registers (float32), reading its operands from shared memory four at a time.
+// 4 x 8 block in registers (float32), reading its operands from shared memory four at a time. Built with TILE8,
+// 128 invocations share the same tile, 8 tokens x 8 rows each: a quarter fewer shared-memory reads per product
+// and twice the loads per invocation, each output summed in the same order (the same bits).
 // While one slice is multiplied, the next one is already being loaded into registers (stored to shared memory
 // after the barrier), so the loads' latency hides behind the arithmetic. Global loads are 16 bytes wide where the
 // layout allows (x: 4 floats; f16/bf16 weights: 8; f32: 4), neighbouring invocations reading neighbouring bytes
 // of one row; otherwise one element at a time. Block types (quant.glsl) are staged a quad (4 weights of one
 // unit) at a time, widened from their blocks. Tokens, rows and depth past the edges load zeros and are not written.
 #extension GL_GOOGLE_include_directive : require
+#ifdef TILE8
+layout(local_size_x = 128) in;  // 16 x 8 invocations, 8 tokens x 8 rows each
+#define NI 128u
+#define TT 8u  // tokens per invocation
+#else
 layout(local_size_x = 256) in;  // 16 x 16 invocations, 4 tokens x 8 rows each
+#define NI 256u
+#define TT 4u
+#endif
 #include "common.glsl"
 #define BM 64u   // tokens per tile
 #define BN 128u  // weight rows (output features) per tile
@@ -34,40 +44,50 @@ uint t0, n0, tid;
 bool x_vec, w_vec;  // the 16-byte forms (uniform: they depend on the push constants only)
 
 // ---- the next slice, held in registers between its loads and its store to shared memory
-vec4 xr[4];  // x: one vec4 (16-byte form) or four single values
-vec4 wr[2];  // w: two vec4 of 4 depths (f32), or one uvec4 widened to two vec4 (f16/bf16), or two block quads
-float ws_scalar[8];  // w, one element at a time
+// A slice is BM * BK = 1024 values of x and BN * BK = 2048 weights, shared by the NI invocations.
+#define X_VECS (BM * BK / 4u / NI)  // x's vec4 (16-byte form) per invocation
+#define X_ONES (BM * BK / NI)       // x's single values per invocation
+#define W_VECS (BN * BK / 4u / NI)  // w's vec4 (f32 16-byte loads, block quads, halves of 16-bit loads)
+#define W_ONES (BN * BK / NI)       // w's single values
+vec4 xr[X_VECS];
+float xr_scalar[X_ONES];
+vec4 wr[W_VECS];  // f16/bf16: each 16-byte load widened to two vec4 (wr[2l], wr[2l + 1])
+float ws_scalar[W_ONES];
 
-// x: invocation tid takes token tid / 4, depths 4 (tid % 4) .. +3 (16-byte form), or elements tid + 256 l.
+// x: for e = tid + NI l, token e / 4, depths 4 (e % 4) .. +3 (16-byte form), or else element e of the slice.
 void fetch_x(uint k0) {
     if (x_vec) {
-        const uint t = t0 + tid / 4u, k = k0 + 4u * (tid % 4u);
-        xr[0] = (t < p.T && k < p.cols) ? x4[(p.x_first + t * p.cols + k) / 4u] : vec4(0.0);
+        for (uint l = 0u; l < X_VECS; ++l) {
+            const uint e = tid + l * NI, t = t0 + e / 4u, k = k0 + 4u * (e % 4u);
+            xr[l] = (t < p.T && k < p.cols) ? x4[(p.x_first + t * p.cols + k) / 4u] : vec4(0.0);
+        }
     } else {
-        for (uint l = 0u; l < 4u; ++l) {
-            const uint e = tid + l * 256u, t = t0 + e / BK, k = k0 + e % BK;
-            xr[l].x = (t < p.T && k < p.cols) ? x[p.x_first + t * p.cols + k] : 0.0;
+        for (uint l = 0u; l < X_ONES; ++l) {
+            const uint e = tid + l * NI, t = t0 + e / BK, k = k0 + e % BK;
+            xr_scalar[l] = (t < p.T && k < p.cols) ? x[p.x_first + t * p.cols + k] : 0.0;
         }
     }
 }
 void stash_x() {
     if (x_vec) {
-        const uint i = tid / 4u, q = tid % 4u;  // token i of the tile, depths 4q .. 4q+3
-        for (uint c = 0u; c < 4u; ++c) xs[4u * q + c][i / 4u][i % 4u] = xr[0][c];
+        for (uint l = 0u; l < X_VECS; ++l) {
+            const uint e = tid + l * NI, i = e / 4u, q = e % 4u;  // token i of the tile, depths 4q .. 4q+3
+            for (uint c = 0u; c < 4u; ++c) xs[4u * q + c][i / 4u][i % 4u] = xr[l][c];
+        }
     } else {
-        for (uint l = 0u; l < 4u; ++l) {
-            const uint e = tid + l * 256u, i = e / BK, j = e % BK;
-            xs[j][i / 4u][i % 4u] = xr[l].x;
+        for (uint l = 0u; l < X_ONES; ++l) {
+            const uint e = tid + l * NI, i = e / BK, j = e % BK;
+            xs[j][i / 4u][i % 4u] = xr_scalar[l];
         }
     }
 }
 
 void fetch_w(uint k0) {
 #if defined(WBLOCK)
-    // Row e / 4, depths 4 (e % 4) .. +3 for e = tid, tid + 256: one quad of a unit (BK divides the unit's 32 and
+    // Row e / 4, depths 4 (e % 4) .. +3 for e = tid + NI l: one quad of a unit (BK divides the unit's 32 and
     // cols is whole units), so a unit's scales are decoded once per four weights.
-    for (uint l = 0u; l < 2u; ++l) {
-        const uint e = tid + l * 256u, n = n0 + e / 4u, k = k0 + 4u * (e % 4u);
+    for (uint l = 0u; l < W_VECS; ++l) {
+        const uint e = tid + l * NI, n = n0 + e / 4u, k = k0 + 4u * (e % 4u);
         wr[l] = (n < p.rows && k < p.cols)
                     ? unit_quad(unit_head(row_byte0(n, p.cols), k / UNIT_ELEMS), (k % UNIT_ELEMS) / 4u)
                     : vec4(0.0);
@@ -75,21 +95,23 @@ void fetch_w(uint k0) {
 #else
     if (w_vec) {
 #if defined(WTYPE_F32)
-        // Row e / 4, depths 4 (e % 4) .. +3 for e = tid, tid + 256.
-        for (uint l = 0u; l < 2u; ++l) {
-            const uint e = tid + l * 256u, n = n0 + e / 4u, k = k0 + 4u * (e % 4u);
+        // Row e / 4, depths 4 (e % 4) .. +3 for e = tid + NI l.
+        for (uint l = 0u; l < W_VECS; ++l) {
+            const uint e = tid + l * NI, n = n0 + e / 4u, k = k0 + 4u * (e % 4u);
             wr[l] = (n < p.rows && k < p.cols) ? uintBitsToFloat(w4[(n * p.cols + k) / 4u]) : vec4(0.0);
         }
 #else
-        // Row tid / 2, depths 8 (tid % 2) .. +7: one 16-byte load of eight 16-bit weights.
-        const uint n = n0 + tid / 2u, k = k0 + 8u * (tid % 2u);
-        const uvec4 v = (n < p.rows && k < p.cols) ? w4[(n * p.cols + k) / 8u] : uvec4(0u);
-        wr[0] = widen_lo(v);
-        wr[1] = widen_hi(v);
+        // Row e / 2, depths 8 (e % 2) .. +7 for e = tid + NI l: one 16-byte load of eight 16-bit weights.
+        for (uint l = 0u; l < W_VECS / 2u; ++l) {
+            const uint e = tid + l * NI, n = n0 + e / 2u, k = k0 + 8u * (e % 2u);
+            const uvec4 v = (n < p.rows && k < p.cols) ? w4[(n * p.cols + k) / 8u] : uvec4(0u);
+            wr[2u * l] = widen_lo(v);
+            wr[2u * l + 1u] = widen_hi(v);
+        }
 #endif
     } else {
-        for (uint l = 0u; l < 8u; ++l) {
-            const uint e = tid + l * 256u, n = n0 + e / BK, k = k0 + e % BK;
+        for (uint l = 0u; l < W_ONES; ++l) {
+            const uint e = tid + l * NI, n = n0 + e / BK, k = k0 + e % BK;
             ws_scalar[l] = (n < p.rows && k < p.cols) ? weight_at(n * p.cols + k) : 0.0;
         }
     }
@@ -98,23 +120,25 @@ void fetch_w(uint k0) {
 void stash_w() {
 #if !defined(WBLOCK)
     if (!w_vec) {
-        for (uint l = 0u; l < 8u; ++l) {
-            const uint e = tid + l * 256u, i = e / BK, j = e % BK;
+        for (uint l = 0u; l < W_ONES; ++l) {
+            const uint e = tid + l * NI, i = e / BK, j = e % BK;
             ws[j][i / 4u][i % 4u] = ws_scalar[l];
         }
         return;
     }
 #endif
 #if defined(WBLOCK) || defined(WTYPE_F32)
-    for (uint l = 0u; l < 2u; ++l) {
-        const uint e = tid + l * 256u, i = e / 4u, q = e % 4u;
+    for (uint l = 0u; l < W_VECS; ++l) {
+        const uint e = tid + l * NI, i = e / 4u, q = e % 4u;
         for (uint c = 0u; c < 4u; ++c) ws[4u * q + c][i / 4u][i % 4u] = wr[l][c];
     }
 #else
-    const uint i = tid / 2u, h = tid % 2u;
-    for (uint c = 0u; c < 4u; ++c) {
-        ws[8u * h + c][i / 4u][i % 4u] = wr[0][c];
-        ws[8u * h + 4u + c][i / 4u][i % 4u] = wr[1][c];
+    for (uint l = 0u; l < W_VECS / 2u; ++l) {
+        const uint e = tid + l * NI, i = e / 2u, h = e % 2u;
+        for (uint c = 0u; c < 4u; ++c) {
+            ws[8u * h + c][i / 4u][i % 4u] = wr[2u * l][c];
+            ws[8u * h + 4u + c][i / 4u][i % 4u] = wr[2u * l + 1u][c];
+        }
     }
 #endif
 }
@@ -131,11 +155,11 @@ void main() {
 #else
     w_vec = p.cols % 8u == 0u;
 #endif
-    // An invocation owns tokens 4ty .. 4ty+3 and rows 4tx .. 4tx+3 and 64 + 4tx .. 64 + 4tx+3: neighbours read
+    // An invocation owns tokens TT ty .. +TT-1 and rows 4tx .. 4tx+3 and 64 + 4tx .. 64 + 4tx+3: neighbours read
     // neighbouring vec4 of shared memory and write neighbouring outputs.
     const uint tx = tid % 16u, ty = tid / 16u;
-    vec4 acc[4][2];  // acc[i][h][c]: token 4ty + i, row 4tx + 64h + c
-    for (uint i = 0u; i < 4u; ++i) {
+    vec4 acc[TT][2];  // acc[i][h][c]: token TT ty + i, row 4tx + 64h + c
+    for (uint i = 0u; i < TT; ++i) {
         acc[i][0] = vec4(0.0);
         acc[i][1] = vec4(0.0);
     }
@@ -151,17 +175,18 @@ void main() {
             fetch_w(k0 + BK);
         }
         for (uint j = 0u; j < BK; ++j) {
-            const vec4 a = xs[j][ty];
+            vec4 a[TT / 4u];
+            for (uint v = 0u; v < TT / 4u; ++v) a[v] = xs[j][(TT / 4u) * ty + v];
             const vec4 b0 = ws[j][tx], b1 = ws[j][tx + 16u];
-            for (uint i = 0u; i < 4u; ++i) {
-                acc[i][0] += a[i] * b0;
-                acc[i][1] += a[i] * b1;
+            for (uint i = 0u; i < TT; ++i) {
+                acc[i][0] += a[i / 4u][i % 4u] * b0;
+                acc[i][1] += a[i / 4u][i % 4u] * b1;
             }
         }
         barrier();  // everyone is done with the slice before the next one overwrites it
     }
-    for (uint i = 0u; i < 4u; ++i) {
-        const uint t = t0 + 4u * ty + i;
+    for (uint i = 0u; i < TT; ++i) {
+        const uint t = t0 + TT * ty + i;
         if (t >= p.T) continue;
         for (uint h = 0u; h < 2u; ++h)
             for (uint c = 0u; c < 4u; ++c) {

@@ -5,7 +5,7 @@
 # w1 and w3 with SwiGLU (SWIGLU), RoPE on the q/k projections (ROPE; QK: both in one dispatch, QKV: with v too),
 # and the k and v projections' rows written in binary16, with or without RoPE (OUT_F16: a KV cache in binary16;
 # KV_F16: QK's and QKV's).
-# The prefill matmul also on matrix units (matmul_coopmat: VK_NV_cooperative_matrix) and in that kernel's
+# The prefill matmul also with 8 x 8 outputs per invocation (matmul_t8: TILE8), on matrix units (matmul_coopmat: VK_NV_cooperative_matrix) and in that kernel's
 # emulated form (the same staging and binary16 operands, float32 FMAs: tests on any device).
 set(STRATA_SHADER_VARIANTS
   "add|add.comp"
@@ -54,6 +54,7 @@ foreach(wtype IN ITEMS f32 f16 bf16 q8_0 q4_0 q4_k q5_k q6_k)
   list(APPEND STRATA_SHADER_VARIANTS
     "embed_${wtype}|embed.comp|${w}"
     "matmul_${wtype}|matmul.comp|${w}"
+    "matmul_t8_${wtype}|matmul.comp|${w},TILE8=1"
     "matmul_coopmat_${wtype}|matmul_coopmat.comp|${w},COOPMAT_NV=1"
     "matmul_coopmat_emulated_${wtype}|matmul_coopmat.comp|${w}")
   foreach(form IN LISTS matvec_forms)

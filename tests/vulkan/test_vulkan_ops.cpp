@@ -217,13 +217,18 @@ TEST_CASE("matmul for prefill (T > 1) matches the CPU backend, streaming and til
     struct Mode {
         const char* tiled_from;
         const char* matvec;
+        const char* tile8 = "";
     };
     // Short prompts stream the weights (matvec.comp, several tokens per load, in the device's shape and in a
-    // GPU's); the tiled kernel (matmul.comp) takes long ones, from 2 tokens here so that every shape reaches it.
-    for (const Mode& mode : {Mode{"1000000", ""}, Mode{"1000000", "128,2"}, Mode{"2", ""}}) {
-        INFO("STRATA_VK_TILED_FROM=" << mode.tiled_from << " STRATA_VK_MATVEC=" << mode.matvec);
+    // GPU's); the tiled kernel (matmul.comp) takes long ones, from 2 tokens here so that every shape reaches it,
+    // with 4 x 8 and with 8 x 8 outputs per invocation (TILE8).
+    for (const Mode& mode :
+         {Mode{"1000000", ""}, Mode{"1000000", "128,2"}, Mode{"2", ""}, Mode{"2", "", "1"}}) {
+        INFO("STRATA_VK_TILED_FROM=" << mode.tiled_from << " STRATA_VK_MATVEC=" << mode.matvec
+                                     << " STRATA_VK_MATMUL_TILE8=" << mode.tile8);
         ScopedEnv tiled("STRATA_VK_TILED_FROM", mode.tiled_from);
         ScopedEnv shape("STRATA_VK_MATVEC", mode.matvec);
+        ScopedEnv tile8("STRATA_VK_MATMUL_TILE8", mode.tile8);
         Backends backends;
         for (DType type : kTypes) {
             check_matmul(backends, type, 37, 13, 2, 0);
@@ -236,6 +241,49 @@ TEST_CASE("matmul for prefill (T > 1) matches the CPU backend, streaming and til
         }
         check_matmul(backends, DType::F16, 33, 64, 11, 0);  // several groups of 8 tokens, 16-byte loads
     }
+    require_no_validation_messages();
+}
+
+TEST_CASE("the tiled matmul gives the same bits with 8 x 8 outputs per invocation as with 4 x 8", "[vulkan]") {
+    // TILE8 changes which invocation computes an output and how the slices are loaded, not the sum: each output is
+    // the same float32 products added in the same order. Two tiles of tokens and rows (partial last ones), 16-byte
+    // loads, x off a 16-byte boundary, a partial last slice (depth 20), an odd depth (13: single weight loads).
+    ScopedEnv tiled("STRATA_VK_TILED_FROM", "2");
+    std::unique_ptr<Backend> four, eight;
+    {
+        ScopedEnv env("STRATA_VK_MATMUL_TILE8", "0");
+        four = make_vulkan();
+    }
+    {
+        ScopedEnv env("STRATA_VK_MATMUL_TILE8", "1");
+        eight = make_vulkan();
+    }
+    CHECK_THAT(eight->info().kernels, Catch::Contains("8 x 8 per invocation"));
+    struct Shape {
+        int64_t N, K, T, x_offset;
+    };
+    for (DType type : kTypes)
+        for (const Shape& sh : {Shape{200, 64, 70, 0}, Shape{129, 64, 65, 3}, Shape{130, 20, 66, 4},
+                                Shape{37, 13, 9, 0}}) {
+            INFO(dtype_name(type) << " w [" << sh.N << ", " << sh.K << "], T = " << sh.T << ", x offset "
+                                  << sh.x_offset);
+            Filler f;
+            const int32_t ix = f.add(random_floats(sh.T * sh.K, 31));
+            auto w = random_tensor("w", type, {sh.N, sh.K}, 32, 0.1f);
+            const Model& m = f.model();
+            auto record = [&](Backend& b) {
+                b.load(m);
+                Buf x = b.alloc(sh.x_offset + sh.T * sh.K, "x");
+                b.begin();
+                f.fill(b, x.at(sh.x_offset, sh.T * sh.K), ix, sh.T * sh.K);
+                b.submit();
+                std::vector<float> out = run_guarded(
+                    b, f, sh.T * sh.N, [&](Buf o) { b.matmul(o, x.at(sh.x_offset, sh.T * sh.K), w->view, sh.T); });
+                b.free(x);
+                return out;
+            };
+            CHECK(record(*eight) == record(*four));
+        }
     require_no_validation_messages();
 }
 

@@ -236,18 +236,22 @@ TEST_CASE("quantized matmul for prefill (T > 1) matches the CPU backend, streami
         const char* tiled_from;
         const char* matvec;
         const char* quad_lanes;
+        const char* tile8 = "";
     };
     // Streaming (8 tokens per weight load, as lavapipe runs every prompt; the several-subgroup reduction is the
-    // one decode uses, checked above) and tiled (from 2 tokens, so that it is reached here). Lavapipe compiles
-    // each pipeline for seconds, so the cases are few: a partial group of tokens, and several tiles of tokens and
-    // rows with a partial last one.
+    // one decode uses, checked above) and tiled (from 2 tokens, so that it is reached here), with 4 x 8 and 8 x 8
+    // outputs per invocation. Lavapipe compiles each pipeline for seconds, so the cases are few: a partial group
+    // of tokens, and several tiles of tokens and rows with a partial last one.
     // Streaming also with a unit's quads on neighbouring invocations (a GPU's way).
-    for (const Mode& mode : {Mode{"1000000", "", ""}, Mode{"2", "", ""}, Mode{"1000000", "", "1"}}) {
+    for (const Mode& mode :
+         {Mode{"1000000", "", ""}, Mode{"2", "", ""}, Mode{"2", "", "", "1"}, Mode{"1000000", "", "1"}}) {
         INFO("STRATA_VK_TILED_FROM=" << mode.tiled_from << " STRATA_VK_MATVEC=" << mode.matvec
-                                     << " STRATA_VK_QUAD_LANES=" << mode.quad_lanes);
+                                     << " STRATA_VK_QUAD_LANES=" << mode.quad_lanes
+                                     << " STRATA_VK_MATMUL_TILE8=" << mode.tile8);
         ScopedEnv tiled("STRATA_VK_TILED_FROM", mode.tiled_from);
         ScopedEnv shape("STRATA_VK_MATVEC", mode.matvec);
         ScopedEnv quads("STRATA_VK_QUAD_LANES", mode.quad_lanes);
+        ScopedEnv tile8("STRATA_VK_MATMUL_TILE8", mode.tile8);
         Backends backends;
         for (DType t : kBlockTypes) {
             const auto cols = awkward_cols(t);

@@ -273,6 +273,7 @@ const Kernel& VulkanBackend::matvec_kernel(DType t, bool vec, uint32_t nt, Epilo
 const Kernel& VulkanBackend::matmul_kernel(DType t) {
     const std::string_view form = tuning_.prefill == KernelTuning::Prefill::Coopmat    ? "_coopmat"
                                   : tuning_.prefill == KernelTuning::Prefill::Emulated ? "_coopmat_emulated"
+                                  : tuning_.matmul_tile8                                ? "_t8"
                                                                                         : "";
     return kernel(VariantName({"matmul", form}, t), 3, sizeof(MatmulPush), {0, 0, 0, tuning_.byte_float_bits});
 }

@@ -65,6 +65,7 @@ KernelTuning tuning_for(const VulkanDeviceInfo& device) {
             t.matvec_rows = rows;
         }
     }
+    if (const char* e = std::getenv("STRATA_VK_MATMUL_TILE8")) t.matmul_tile8 = std::string(e) == "1";
     if (const char* e = std::getenv("STRATA_VK_MATVEC_LOADS")) {
         const long long loads = std::atoll(e);
         if (loads >= 1 && loads <= 8) t.matvec_loads = static_cast<uint32_t>(loads);
@@ -211,7 +212,9 @@ BackendInfo VulkanBackend::info() const {
             i.kernels = "prefill matmul: the cooperative-matrix kernel emulated (binary16 operands, float32 FMAs)";
             break;
         case KernelTuning::Prefill::Float32:
-            i.kernels = "prefill matmul: float32 FMA tiles" + (prefill_note_.empty() ? "" : "; " + prefill_note_);
+            i.kernels = std::string("prefill matmul: float32 FMA tiles") +
+                        (tuning_.matmul_tile8 ? " (8 x 8 per invocation)" : "") +
+                        (prefill_note_.empty() ? "" : "; " + prefill_note_);
             break;
     }
     return i;
