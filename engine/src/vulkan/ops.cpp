@@ -127,6 +127,7 @@ VariantName::VariantName(std::initializer_list<std::string_view> parts, DType t)
 }
 
 void VariantName::append(std::string_view s) {
+    if (s.empty()) return;  // an empty view's data() may be null, which memcpy must not get
     if (s.size() > sizeof text_ - size_) throw Error("vulkan backend: shader variant name too long");
     std::memcpy(text_ + size_, s.data(), s.size());
     size_ += s.size();
