@@ -2,14 +2,16 @@
 // Prefill: out[t, n] = dot(w[n, :], x[t, :]) for T tokens at once (x @ w^T). A workgroup computes a BM x BN
 // tile of the output (64 tokens x 128 weight rows): it stages BK-deep slices of x and of w in shared memory, so
 // each weight loaded from memory serves BM tokens and each x value BN rows, and each invocation accumulates a
-// 4 x 8 block in registers (float32), reading its operands from shared memory four at a time. Built with TILE8,
-// 128 invocations share the same tile, 8 tokens x 8 rows each: a quarter fewer shared-memory reads per product
-// and twice the loads per invocation, each output summed in the same order (the same bits).
+// 4 x 8 block in registers (float32), reading its operands from shared memory four at a time.
 // While one slice is multiplied, the next one is already being loaded into registers (stored to shared memory
-// after the barrier), so the loads' latency hides behind the arithmetic. Global loads are 16 bytes wide where the
-// layout allows (x: 4 floats; f16/bf16 weights: 8; f32: 4), neighbouring invocations reading neighbouring bytes
-// of one row; otherwise one element at a time. Block types (quant.glsl) are staged a quad (4 weights of one
-// unit) at a time, widened from their blocks. Tokens, rows and depth past the edges load zeros and are not written.
+// after the barrier), so the loads' latency hides behind the arithmetic. Built with TILE8, 128 invocations share
+// the same tile, 8 tokens x 8 rows each (a quarter fewer shared-memory reads per product, twice the loads per
+// invocation), and the slices alternate between two buffers in shared memory (25 KiB), so that each needs one
+// barrier instead of two; each output is summed in the same order, so the bits are the same.
+// Global loads are 16 bytes wide where the layout allows (x: 4 floats; f16/bf16 weights: 8; f32: 4), neighbouring
+// invocations reading neighbouring bytes of one row; otherwise one element at a time. Block types (quant.glsl)
+// are staged a quad (4 weights of one unit) at a time, widened from their blocks. Tokens, rows and depth past the
+// edges load zeros and are not written.
 #extension GL_GOOGLE_include_directive : require
 #ifdef TILE8
 layout(local_size_x = 128) in;  // 16 x 8 invocations, 8 tokens x 8 rows each
@@ -37,8 +39,13 @@ layout(push_constant) uniform Push {
 } p;
 
 // k-major; a row of the slice is 4 floats longer than the tile, so it stays 16-byte aligned for the vec4 reads.
-shared vec4 xs[BK][BM / 4u + 1u];  // xs[j][i]: depth j, tokens 4i .. 4i+3
-shared vec4 ws[BK][BN / 4u + 1u];  // ws[j][i]: depth j, rows 4i .. 4i+3
+#ifdef TILE8
+#define BUFS 2u  // the slice being multiplied, and the next one being stored
+#else
+#define BUFS 1u
+#endif
+shared vec4 xs[BUFS][BK][BM / 4u + 1u];  // xs[b][j][i]: depth j, tokens 4i .. 4i+3
+shared vec4 ws[BUFS][BK][BN / 4u + 1u];  // ws[b][j][i]: depth j, rows 4i .. 4i+3
 
 uint t0, n0, tid;
 bool x_vec, w_vec;  // the 16-byte forms (uniform: they depend on the push constants only)
@@ -68,16 +75,16 @@ void fetch_x(uint k0) {
         }
     }
 }
-void stash_x() {
+void stash_x(uint b) {
     if (x_vec) {
         for (uint l = 0u; l < X_VECS; ++l) {
             const uint e = tid + l * NI, i = e / 4u, q = e % 4u;  // token i of the tile, depths 4q .. 4q+3
-            for (uint c = 0u; c < 4u; ++c) xs[4u * q + c][i / 4u][i % 4u] = xr[l][c];
+            for (uint c = 0u; c < 4u; ++c) xs[b][4u * q + c][i / 4u][i % 4u] = xr[l][c];
         }
     } else {
         for (uint l = 0u; l < X_ONES; ++l) {
             const uint e = tid + l * NI, i = e / BK, j = e % BK;
-            xs[j][i / 4u][i % 4u] = xr_scalar[l];
+            xs[b][j][i / 4u][i % 4u] = xr_scalar[l];
         }
     }
 }
@@ -117,12 +124,12 @@ void fetch_w(uint k0) {
     }
 #endif
 }
-void stash_w() {
+void stash_w(uint b) {
 #if !defined(WBLOCK)
     if (!w_vec) {
         for (uint l = 0u; l < W_ONES; ++l) {
             const uint e = tid + l * NI, i = e / BK, j = e % BK;
-            ws[j][i / 4u][i % 4u] = ws_scalar[l];
+            ws[b][j][i / 4u][i % 4u] = ws_scalar[l];
         }
         return;
     }
@@ -130,17 +137,35 @@ void stash_w() {
 #if defined(WBLOCK) || defined(WTYPE_F32)
     for (uint l = 0u; l < W_VECS; ++l) {
         const uint e = tid + l * NI, i = e / 4u, q = e % 4u;
-        for (uint c = 0u; c < 4u; ++c) ws[4u * q + c][i / 4u][i % 4u] = wr[l][c];
+        for (uint c = 0u; c < 4u; ++c) ws[b][4u * q + c][i / 4u][i % 4u] = wr[l][c];
     }
 #else
     for (uint l = 0u; l < W_VECS / 2u; ++l) {
         const uint e = tid + l * NI, i = e / 2u, h = e % 2u;
         for (uint c = 0u; c < 4u; ++c) {
-            ws[8u * h + c][i / 4u][i % 4u] = wr[2u * l][c];
-            ws[8u * h + 4u + c][i / 4u][i % 4u] = wr[2u * l + 1u][c];
+            ws[b][8u * h + c][i / 4u][i % 4u] = wr[2u * l][c];
+            ws[b][8u * h + 4u + c][i / 4u][i % 4u] = wr[2u * l + 1u][c];
         }
     }
 #endif
+}
+
+// An invocation owns tokens TT ty .. +TT-1 and rows 4tx .. 4tx+3 and 64 + 4tx .. 64 + 4tx+3: neighbours read
+// neighbouring vec4 of shared memory and write neighbouring outputs.
+uint tx, ty;
+vec4 acc[TT][2];  // acc[i][h][c]: token TT ty + i, row 4tx + 64h + c
+
+// The staged slice in buffer b into the sums, one depth at a time.
+void multiply(uint b) {
+    for (uint j = 0u; j < BK; ++j) {
+        vec4 a[TT / 4u];
+        for (uint v = 0u; v < TT / 4u; ++v) a[v] = xs[b][j][(TT / 4u) * ty + v];
+        const vec4 b0 = ws[b][j][tx], b1 = ws[b][j][tx + 16u];
+        for (uint i = 0u; i < TT; ++i) {
+            acc[i][0] += a[i / 4u][i % 4u] * b0;
+            acc[i][1] += a[i / 4u][i % 4u] * b1;
+        }
+    }
 }
 
 void main() {
@@ -155,10 +180,8 @@ void main() {
 #else
     w_vec = p.cols % 8u == 0u;
 #endif
-    // An invocation owns tokens TT ty .. +TT-1 and rows 4tx .. 4tx+3 and 64 + 4tx .. 64 + 4tx+3: neighbours read
-    // neighbouring vec4 of shared memory and write neighbouring outputs.
-    const uint tx = tid % 16u, ty = tid / 16u;
-    vec4 acc[TT][2];  // acc[i][h][c]: token TT ty + i, row 4tx + 64h + c
+    tx = tid % 16u;
+    ty = tid / 16u;
     for (uint i = 0u; i < TT; ++i) {
         acc[i][0] = vec4(0.0);
         acc[i][1] = vec4(0.0);
@@ -166,25 +189,40 @@ void main() {
 
     fetch_x(0u);
     fetch_w(0u);
+#ifdef TILE8
+    // Slice s is multiplied from buffer s % 2 while slice s + 1 is loaded and then stored into the other. One
+    // barrier per slice: it makes the next slice visible, and the other buffer was last read before the one
+    // before it.
+    stash_x(0u);
+    stash_w(0u);
+    barrier();
+    uint cur = 0u;
+    for (uint k0 = 0u; k0 < p.cols; k0 += BK, cur ^= 1u) {
+        const bool more = k0 + BK < p.cols;
+        if (more) {  // the next slice's loads, in flight while this one is multiplied
+            fetch_x(k0 + BK);
+            fetch_w(k0 + BK);
+        }
+        multiply(cur);
+        if (more) {
+            stash_x(cur ^ 1u);
+            stash_w(cur ^ 1u);
+        }
+        barrier();
+    }
+#else
     for (uint k0 = 0u; k0 < p.cols; k0 += BK) {
-        stash_x();
-        stash_w();
+        stash_x(0u);
+        stash_w(0u);
         barrier();  // the slice is staged before anyone multiplies
         if (k0 + BK < p.cols) {  // the next slice's loads, in flight while this one is multiplied
             fetch_x(k0 + BK);
             fetch_w(k0 + BK);
         }
-        for (uint j = 0u; j < BK; ++j) {
-            vec4 a[TT / 4u];
-            for (uint v = 0u; v < TT / 4u; ++v) a[v] = xs[j][(TT / 4u) * ty + v];
-            const vec4 b0 = ws[j][tx], b1 = ws[j][tx + 16u];
-            for (uint i = 0u; i < TT; ++i) {
-                acc[i][0] += a[i / 4u][i % 4u] * b0;
-                acc[i][1] += a[i / 4u][i % 4u] * b1;
-            }
-        }
+        multiply(0u);
         barrier();  // everyone is done with the slice before the next one overwrites it
     }
+#endif
     for (uint i = 0u; i < TT; ++i) {
         const uint t = t0 + TT * ty + i;
         if (t >= p.T) continue;

@@ -15,9 +15,10 @@ namespace strata::vk {
 
 namespace {
 
-constexpr uint64_t kHostAlign = 256;
-constexpr uint32_t kProfiledDispatches = 16384;  // per step; later dispatches go unmeasured  // >= every device's
-                                                 // minStorageBufferOffsetAlignment (the spec's maximum)
+constexpr uint64_t kHostAlign = 256;  // >= every device's minStorageBufferOffsetAlignment (the spec's maximum)
+constexpr uint32_t kProfiledDispatches = 16384;  // per step; later dispatches go unmeasured
+// matmul.comp with TILE8 keeps two slices in shared memory: 2 x 16 depths x (17 + 33) vec4.
+constexpr uint32_t kTile8SharedBytes = 2 * 16 * (17 + 33) * 16;
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
@@ -140,6 +141,8 @@ VulkanBackend::VulkanBackend(const BackendOptions& options) : options_(options) 
         std::make_unique<Context>(ContextOptions{options.device_index, options.validation, options.max_binding_range,
                                                  PipelineCache::default_folder(), options.device_local_limit});
     tuning_ = tuning_for(ctx_->info());
+    if (tuning_.matmul_tile8 && ctx_->limits().maxComputeSharedMemorySize < kTile8SharedBytes)
+        tuning_.matmul_tile8 = false;
     prefill_note_ = ctx_->coopmat_note();
     if (prefill_note_.empty() && ctx_->info().cooperative_matrix && tuning_.prefill == KernelTuning::Prefill::Float32)
         prefill_note_ = "matrix units on request (STRATA_VK_COOPMAT=1)";

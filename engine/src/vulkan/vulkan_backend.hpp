@@ -149,7 +149,8 @@ struct KernelTuning {
     // float32 FMAs, any device: tests; STRATA_VK_COOPMAT=emulated). STRATA_VK_COOPMAT=0 keeps matmul.comp.
     enum class Prefill { Float32, Coopmat, Emulated } prefill = Prefill::Float32;
     // matmul.comp's float32 tiles with 8 tokens x 8 rows per invocation (128 invocations, TILE8) instead of 4 x 8
-    // (256): fewer shared-memory reads per product, the same bits. Off until a GPU has measured it
+    // (256), and two slices in shared memory (one barrier per slice; 25 KiB, so only where the device has that):
+    // fewer shared-memory reads per product and half the barriers, the same bits. Off until a GPU has measured it
     // (scripts/gpu-bench.sh's `tile8` phase). STRATA_VK_MATMUL_TILE8=0|1 overrides.
     bool matmul_tile8 = false;
 };
