@@ -5,8 +5,9 @@
 # w1 and w3 with SwiGLU (SWIGLU), RoPE on the q/k projections (ROPE; QK: both in one dispatch, QKV: with v too),
 # and the k and v projections' rows written in binary16, with or without RoPE (OUT_F16: a KV cache in binary16;
 # KV_F16: QK's and QKV's).
-# The prefill matmul also with 8 x 8 outputs per invocation (matmul_t8: TILE8), on matrix units (matmul_coopmat: VK_NV_cooperative_matrix) and in that kernel's
-# emulated form (the same staging and binary16 operands, float32 FMAs: tests on any device).
+# The prefill matmul also with 8 x 8 outputs per invocation and two slice buffers (matmul_t8: TILE8), on matrix
+# units (matmul_coopmat: VK_NV_cooperative_matrix) and in that kernel's emulated form (the same staging and
+# binary16 operands, float32 FMAs: tests on any device).
 set(STRATA_SHADER_VARIANTS
   "add|add.comp"
   "copy|copy.comp"
