@@ -513,10 +513,16 @@ VulkanBackend::Epilogue VulkanBackend::qkv_form(const Model& model, const std::s
     const std::string layer = wq.substr(0, wq.size() - 2);
     const auto q = model.tensors.find(wq), k = model.tensors.find(layer + "wk"), v = model.tensors.find(layer + "wv");
     if (q == model.tensors.end() || k == model.tensors.end() || v == model.tensors.end()) return Epilogue::Store;
-    const DeviceTensor &dq = device_tensor(q->second), &dk = device_tensor(k->second), &dv = device_tensor(v->second);
-    if (!rope_fusable(dq, model.config.n_heads) || !rope_fusable(dk, model.config.n_kv_heads)) return Epilogue::Store;
-    if (one_pass(dq, dk, &dv, 1, kv_f16)) return kv_f16 ? Epilogue::RopeQkvF16 : Epilogue::RopeQkv;
-    if (one_pass(dq, dk, nullptr, 1, kv_f16)) return kv_f16 ? Epilogue::RopeQkF16 : Epilogue::RopeQk;
+    return qkv_epilogue(device_tensor(q->second), device_tensor(k->second), device_tensor(v->second),
+                        model.config.n_heads, model.config.n_kv_heads, 1, kv_f16);
+}
+
+VulkanBackend::Epilogue VulkanBackend::qkv_epilogue(const DeviceTensor& dq, const DeviceTensor& dk,
+                                                    const DeviceTensor& dv, int64_t n_heads, int64_t n_kv_heads,
+                                                    int64_t T, bool kv_f16) const {
+    if (!rope_fusable(dq, n_heads) || !rope_fusable(dk, n_kv_heads)) return Epilogue::Store;
+    if (one_pass(dq, dk, &dv, T, kv_f16)) return kv_f16 ? Epilogue::RopeQkvF16 : Epilogue::RopeQkv;
+    if (one_pass(dq, dk, nullptr, T, kv_f16)) return kv_f16 ? Epilogue::RopeQkF16 : Epilogue::RopeQk;
     return Epilogue::Store;
 }
 
@@ -544,11 +550,11 @@ VulkanBackend::QkvPass VulkanBackend::fused_qkv(const char* op, Buf q_out, Buf k
     const DeviceTensor& dq = device_tensor(wq);
     const DeviceTensor& dk = device_tensor(wk);
     const DeviceTensor& dv = device_tensor(wv);
-    if (T > tuning_.matvec_max_tokens || !tuning_.fuse || !rope_fusable(dq, n_heads) ||
-        !rope_fusable(dk, n_kv_heads) || !one_pass(dq, dk, nullptr, T, kv_f16))
-        return QkvPass::None;
+    if (T > tuning_.matvec_max_tokens || !tuning_.fuse) return QkvPass::None;
+    const Epilogue e = qkv_epilogue(dq, dk, dv, n_heads, n_kv_heads, T, kv_f16);
+    if (e == Epilogue::Store) return QkvPass::None;
     // wv of another type (a Q4_K_M file's Q6_K layers) or shape: its product is left to the caller.
-    const bool with_v = one_pass(dq, dk, &dv, T, kv_f16);
+    const bool with_v = e == Epilogue::RopeQkv || e == Epilogue::RopeQkvF16;
     matvec_qkv(q_out, k_out, v_out, x, dq, dk, with_v ? &dv : nullptr, T, pos0, kv_f16);
     return with_v ? QkvPass::Qkv : QkvPass::Qk;
 }

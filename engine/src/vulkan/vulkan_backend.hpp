@@ -318,8 +318,12 @@ private:
     QkvPass fused_qkv(const char* op, Buf q_out, Buf k_out, Buf v_out, Buf x, const TensorView& wq,
                       const TensorView& wk, const TensorView& wv, int64_t T, int64_t n_heads, int64_t n_kv_heads,
                       int64_t pos0, bool kv_f16);
-    // The fused form prepare_kernels() (kv_f16: prepare_f16_kv()) builds for the layer whose wq is `wq`: RopeQkv,
-    // RopeQk (or their F16 forms), or Store where the layer's q, k and v cannot share a dispatch.
+    // matmul_qkv's (kv_f16: matmul_qkv_f16's) fused form for these matrices and T tokens: RopeQkv (one dispatch),
+    // RopeQk (wv's product on its own), their F16 forms, or Store where q, k and v cannot share a dispatch.
+    Epilogue qkv_epilogue(const DeviceTensor& dq, const DeviceTensor& dk, const DeviceTensor& dv, int64_t n_heads,
+                          int64_t n_kv_heads, int64_t T, bool kv_f16) const;
+    // The same for a decode step of the layer whose wq is `wq`: what prepare_kernels() (kv_f16: prepare_f16_kv())
+    // builds.
     Epilogue qkv_form(const Model& model, const std::string& wq, bool kv_f16);
     bool rope_fusable(const DeviceTensor& d, int64_t n_heads) const;  // pairs of rows stay in one workgroup
     bool norm_fusable(const DeviceTensor& d, int64_t T) const;         // matmul_add_rmsnorm's one dispatch
