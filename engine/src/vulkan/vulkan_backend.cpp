@@ -48,7 +48,10 @@ KernelTuning tuning_for(const VulkanDeviceInfo& device) {
         const uint32_t lanes = std::clamp<uint32_t>(device.subgroup_size, 1, 64);
         t.matvec_workgroup = lanes;
         t.matvec_rows = 4;
-        t.matvec_max_tokens = INT64_MAX;
+        // Prompts of 64 tokens or more in the float32 tiles at 8 x 8 per invocation: on lavapipe they beat the
+        // matvec there (demo and 1B-shaped prompts of 64-256 tokens, docs/performance.md); shorter ones do not.
+        t.matvec_max_tokens = 63;
+        t.matmul_tile8 = true;
         t.topk_workgroup = lanes;
         // A few threads run the workgroups: split only long caches, in large pieces.
         t.attention_split_from = 1024;

@@ -150,8 +150,9 @@ struct KernelTuning {
     enum class Prefill { Float32, Coopmat, Emulated } prefill = Prefill::Float32;
     // matmul.comp's float32 tiles with 8 tokens x 8 rows per invocation (128 invocations, TILE8) instead of 4 x 8
     // (256), and two slices in shared memory (one barrier per slice; 25 KiB, so only where the device has that):
-    // fewer shared-memory reads per product and half the barriers, the same bits. Off until a GPU has measured it
-    // (scripts/gpu-bench.sh's `tile8` phase). STRATA_VK_MATMUL_TILE8=0|1 overrides.
+    // fewer shared-memory reads per product and half the barriers, the same bits. On for CPU devices (measured
+    // there); off on GPUs until one has measured it (scripts/gpu-bench.sh's `tile8` phase).
+    // STRATA_VK_MATMUL_TILE8=0|1 overrides.
     bool matmul_tile8 = false;
 };
 
