@@ -240,8 +240,8 @@ TEST_CASE("quantized matmul for prefill (T > 1) matches the CPU backend, streami
     };
     // Streaming (8 tokens per weight load, as lavapipe runs prompts under 64 tokens; the several-subgroup
     // reduction is the one decode uses, checked above) and tiled (from 2 tokens, so that it is reached here), with
-    // 4 x 8 and 8 x 8 outputs per invocation. Lavapipe compiles each pipeline for seconds, so the cases are few: a partial group
-    // of tokens, and several tiles of tokens and rows with a partial last one.
+    // 4 x 8 and 8 x 8 outputs per invocation. Lavapipe compiles each pipeline for seconds, so the cases are few:
+    // a partial group of tokens, and several tiles of tokens and rows with a partial last one.
     // Streaming also with a unit's quads on neighbouring invocations (a GPU's way).
     for (const Mode& mode :
          {Mode{"1000000", "", ""}, Mode{"2", "", ""}, Mode{"2", "", "", "1"}, Mode{"1000000", "", "1"}}) {
