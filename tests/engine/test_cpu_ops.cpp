@@ -13,6 +13,7 @@
 #include "strata/cpu_isa.hpp"
 #include "strata/error.hpp"
 #include "strata/model.hpp"
+#include "strata/quant.hpp"
 #include "support.hpp"
 
 using namespace strata;
@@ -65,6 +66,21 @@ struct OpModel {
         return held;
     }
     const TensorView& tensor(const std::string& name) const { return model.tensors.at(name); }
+
+    // A block-type tensor (quant::quantize of `values`).
+    void add_blocks(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                    const std::vector<float>& values) {
+        std::vector<std::byte> bytes(dtype_bytes(dtype, static_cast<int64_t>(values.size())));
+        quant::quantize(dtype, values.data(), bytes.data(), static_cast<int64_t>(values.size()));
+        storage.push_back(std::move(bytes));
+        TensorView t;
+        t.name = name;
+        t.dtype = dtype;
+        t.shape = std::move(shape);
+        t.data = storage.back().data();
+        t.nbytes = storage.back().size();
+        model.tensors[name] = t;
+    }
 };
 
 std::vector<float> random_values(size_t n, uint32_t seed, float scale = 1.0f) {
@@ -417,6 +433,69 @@ TEST_CASE("cpu embed, swiglu, add, copy", "[cpu]") {
     run.b->submit();
     const auto copied = run.read(out, n);
     CHECK(std::equal(b.begin(), b.end() - 1, copied.begin() + 1));
+}
+
+TEST_CASE("cpu fused q/k/v and w1/w3 products equal the separate ops, bit for bit", "[cpu]") {
+    // CpuBackend fuses matmul_qkv and matmul_swiglu (x prepared once, one job of the pool) where the matrices take
+    // the same path; elsewhere Backend's defaults run. Either way the values must be those of matmul, rope and
+    // swiglu called one by one. Shapes: head_dim 64 (rows in whole units of the pool's grain, 256 columns for
+    // the K types) and head_dim 8 with 3 heads (24 rows: the unfused default).
+    struct Case {
+        DType wq, wv;  // wk and w1 as wq, w3 as wv
+        int64_t head_dim, n_heads;
+    };
+    const Case cases[] = {{DType::F32, DType::F32, 64, 4},   {DType::F16, DType::F16, 64, 4},
+                          {DType::BF16, DType::BF16, 64, 4}, {DType::Q8_0, DType::Q8_0, 64, 4},
+                          {DType::Q4_K, DType::Q6_K, 64, 4}, {DType::Q4_0, DType::Q5_K, 64, 4},
+                          {DType::F16, DType::Q8_0, 64, 4},  {DType::BF16, DType::BF16, 8, 3}};
+    for (const Case& k : cases)
+        for (bool exact : {true, false})
+            for (int threads : {1, 3})
+                for (int64_t T : {1, 5}) {
+                    OpModel om(k.head_dim, k.n_heads, 1);
+                    const ModelConfig& c = om.model.config;
+                    const int64_t dim = c.dim, kv = c.n_kv_heads * c.head_dim, hidden = c.hidden_dim;
+                    auto add = [&](const std::string& name, DType t, int64_t rows, uint32_t seed) {
+                        const auto v = random_values(size_t(rows * dim), seed, 0.1f);
+                        if (dtype_is_block(t)) om.add_blocks(name, t, {rows, dim}, v);
+                        else om.add(name, t, {rows, dim}, v);
+                    };
+                    add("wq", k.wq, dim, 81);
+                    add("wk", k.wq, kv, 82);
+                    add("wv", k.wv, kv, 83);
+                    add("w1", k.wq, hidden, 84);
+                    add("w3", k.wv, hidden, 85);
+                    INFO(dtype_name(k.wq) << " / " << dtype_name(k.wv) << " head_dim " << k.head_dim
+                                          << (exact ? " exact" : " fast") << " threads " << threads << " T " << T);
+                    Run run(om.model, threads, "", exact);
+                    Backend& b = *run.b;
+                    Buf x = run.upload(random_values(size_t(T * dim), 86));
+                    auto fresh = [&](int64_t n) { return b.alloc(n, "out"); };
+                    Buf q = fresh(T * dim), kk = fresh(T * kv), v = fresh(T * kv), h = fresh(T * hidden);
+                    Buf q1 = fresh(T * dim), k1 = fresh(T * kv), v1 = fresh(T * kv), h1 = fresh(T * hidden);
+                    Buf a = fresh(T * hidden), g = fresh(T * hidden), a1 = fresh(T * hidden), g1 = fresh(T * hidden);
+                    const int64_t pos0 = 3;
+                    b.begin();
+                    b.matmul_qkv(q, kk, v, x, om.tensor("wq"), om.tensor("wk"), om.tensor("wv"), T, c.n_heads,
+                                 c.n_kv_heads, pos0);
+                    b.matmul_swiglu(h, x, om.tensor("w1"), om.tensor("w3"), T, a, g);
+                    b.matmul(q1, x, om.tensor("wq"), T);
+                    b.rope(q1, T, c.n_heads, pos0);
+                    b.matmul(k1, x, om.tensor("wk"), T);
+                    b.rope(k1, T, c.n_kv_heads, pos0);
+                    b.matmul(v1, x, om.tensor("wv"), T);
+                    b.matmul(a1, x, om.tensor("w1"), T);
+                    b.matmul(g1, x, om.tensor("w3"), T);
+                    b.swiglu(h1, a1, g1, T * hidden);
+                    b.submit();
+                    const std::pair<Buf, Buf> pairs[] = {{q, q1}, {kk, k1}, {v, v1}, {h, h1}};
+                    for (auto [fused, separate] : pairs) {
+                        const std::vector<float> f = run.read(fused, fused.count);
+                        const std::vector<float> s = run.read(separate, separate.count);
+                        CHECK(std::memcmp(f.data(), s.data(), f.size() * sizeof(float)) == 0);
+                        CHECK(std::any_of(f.begin(), f.end(), [](float e) { return e != 0; }));
+                    }
+                }
 }
 
 TEST_CASE("cpu topk is descending with lower ids first on ties", "[cpu]") {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_set>
@@ -34,6 +35,12 @@ std::string cpu_model_name() {
     }
     return "CPU";
 }
+
+// model.py's silu(w1(x)) * w3(x) for one element: silu(a) = a * sigmoid(a).
+inline float silu_gate(float a, float b) { return a / (1.0f + std::exp(-a)) * b; }
+
+// Rows per unit of a product's work in the thread pool (chunks are multiples of it).
+constexpr int64_t kRowGrain = 16;
 
 // Orders logits for top-k: larger value first, lower id on ties; NaN sorts after everything so that a broken
 // row still gives a strict weak ordering.
@@ -248,29 +255,40 @@ void CpuBackend::rmsnorm(Buf out, Buf x, const TensorView& weight, int64_t T, fl
     });
 }
 
+CpuBackend::Path CpuBackend::path_of(const TensorView& w, int64_t T) const {
+    if (!exact_ && quant::has_integer_dot(w.dtype)) return Path::IntegerDot;
+    if (!exact_ && T == 1 && w.dtype == DType::F16) return Path::HalfX;
+    return T == 1 ? Path::Matvec : Path::Tiles;
+}
+
+CpuBackend::Path CpuBackend::prepare(Path p, const float* xs, int64_t T, int64_t cols) {
+    if (p == Path::IntegerDot) quant::quantize_activations(xs, T * cols, act_);  // all T rows at once
+    if (p == Path::HalfX) {
+        xh_scale_ = half_activations(xs, cols, xh_, float_isa_);
+        if (xh_scale_ <= 0) return Path::Matvec;  // Inf or NaN in x, or no binary16 kernel: the exact product
+    }
+    return p;
+}
+
+void CpuBackend::product_rows(Path p, const TensorView& w, const float* xs, int64_t T, float* out, int64_t r0,
+                              int64_t r1) {
+    switch (p) {
+        case Path::IntegerDot: return matmul_q8_rows(w, act_, T, out, r0, r1, isa_);
+        case Path::HalfX: return matvec_f16_h(w, xh_.data(), xh_scale_, out, r0, r1, float_isa_);
+        case Path::Matvec: return matvec(w, xs, out, r0, r1, float_isa_);  // decode: one pass over the weights
+        case Path::Tiles: break;
+    }
+    throw Error("cpu backend: " + w.name + ": the prefill tiles run through matmul only");
+}
+
 void CpuBackend::matmul(Buf out, Buf x, const TensorView& mapped, int64_t T) {
     const TensorView& w = resident(mapped);
     const int64_t rows = w.rows(), cols = w.cols();
     float* o = span_of(out, T * rows, "matmul");       // [T, rows]
     const float* xs = span_of(x, T * cols, "matmul");  // [T, cols]
     if (out.id == x.id) throw Error("cpu backend: matmul output aliases its input (" + w.name + ")");
-    if (!exact_ && quant::has_integer_dot(w.dtype)) {
-        // The integer-dot path: x quantized once (all T rows), then every weight row against every token row.
-        quant::quantize_activations(xs, T * cols, act_);
-        pool_.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) { matmul_q8_rows(w, act_, T, o, r0, r1, isa_); });
-        return;
-    }
-    if (!exact_ && T == 1 && w.dtype == DType::F16) {
-        if (const float scale = half_activations(xs, cols, xh_, float_isa_); scale > 0) {
-            const uint16_t* xh = xh_.data();
-            pool_.parallel_for(rows, 16,
-                               [&](int64_t r0, int64_t r1) { matvec_f16_h(w, xh, scale, o, r0, r1, float_isa_); });
-            return;
-        }
-    }
-    if (T == 1) {
-        // Decode: one pass over the weights, split by output rows.
-        pool_.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) { matvec(w, xs, o, r0, r1, float_isa_); });
+    if (const Path p = prepare(path_of(w, T), xs, T, cols); p != Path::Tiles) {
+        pool_.parallel_for(rows, kRowGrain, [&](int64_t r0, int64_t r1) { product_rows(p, w, xs, T, o, r0, r1); });
         return;
     }
     // Prefill: each block of rows is widened once and used for every token.
@@ -278,6 +296,65 @@ void CpuBackend::matmul(Buf out, Buf x, const TensorView& mapped, int64_t T) {
         thread_local std::vector<float> scratch;  // [kRowBlock, cols]
         scratch.resize(static_cast<size_t>(kRowBlock * cols));
         matmul_rows(w, xs, T, o, r0, r1, scratch.data(), float_isa_);
+    });
+}
+
+std::optional<CpuBackend::Path> CpuBackend::shared_path(std::initializer_list<const TensorView*> ws,
+                                                         int64_t T) const {
+    const Path p = path_of(resident(**ws.begin()), T);
+    if (p == Path::Tiles) return std::nullopt;
+    for (const TensorView* m : ws) {
+        const TensorView& w = resident(*m);
+        if (path_of(w, T) != p || w.cols() != resident(**ws.begin()).cols() || w.rows() % kRowGrain != 0)
+            return std::nullopt;
+    }
+    return p;
+}
+
+void CpuBackend::matmul_qkv(Buf q_out, Buf k_out, Buf v_out, Buf x, const TensorView& wq, const TensorView& wk,
+                            const TensorView& wv, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t pos0) {
+    const std::optional<Path> shared = shared_path({&wq, &wk, &wv}, T);
+    if (!shared) return Backend::matmul_qkv(q_out, k_out, v_out, x, wq, wk, wv, T, n_heads, n_kv_heads, pos0);
+    const TensorView* w[3] = {&resident(wq), &resident(wk), &resident(wv)};
+    const Buf outs[3] = {q_out, k_out, v_out};
+    float* o[3];
+    for (int i = 0; i < 3; ++i) {
+        o[i] = span_of(outs[i], T * w[i]->rows(), "matmul_qkv");  // [T, rows of w[i]]
+        if (outs[i].id == x.id) throw Error("cpu backend: matmul output aliases its input (" + w[i]->name + ")");
+    }
+    const float* xs = span_of(x, T * w[0]->cols(), "matmul_qkv");  // [T, dim]
+    const Path p = prepare(*shared, xs, T, w[0]->cols());
+    // The three matrices' rows as one range, so the threads share one job (and x is prepared once).
+    pool_.parallel_for(w[0]->rows() + w[1]->rows() + w[2]->rows(), kRowGrain, [&](int64_t g0, int64_t g1) {
+        for (int64_t i = 0, base = 0; i < 3; base += w[i]->rows(), ++i) {
+            const int64_t r0 = std::max<int64_t>(g0 - base, 0), r1 = std::min(g1 - base, w[i]->rows());
+            if (r0 < r1) product_rows(p, *w[i], xs, T, o[i], r0, r1);
+        }
+    });
+    rope(q_out, T, n_heads, pos0);
+    rope(k_out, T, n_kv_heads, pos0);
+}
+
+void CpuBackend::matmul_swiglu(Buf out, Buf x, const TensorView& w1_mapped, const TensorView& w3_mapped, int64_t T,
+                               Buf a_scratch, Buf b_scratch) {
+    const std::optional<Path> shared = shared_path({&w1_mapped, &w3_mapped}, T);
+    if (!shared || w1_mapped.rows() != w3_mapped.rows())
+        return Backend::matmul_swiglu(out, x, w1_mapped, w3_mapped, T, a_scratch, b_scratch);
+    const TensorView &w1 = resident(w1_mapped), &w3 = resident(w3_mapped);
+    const int64_t hidden = w1.rows(), cols = w1.cols();
+    float* o = span_of(out, T * hidden, "matmul_swiglu");        // [T, hidden]
+    float* a = span_of(a_scratch, T * hidden, "matmul_swiglu");  // [T, hidden]
+    float* g = span_of(b_scratch, T * hidden, "matmul_swiglu");  // [T, hidden]
+    const float* xs = span_of(x, T * cols, "matmul_swiglu");     // [T, dim]
+    for (Buf b : {a_scratch, b_scratch})
+        if (b.id == x.id) throw Error("cpu backend: matmul output aliases its input (" + w1.name + ")");
+    const Path p = prepare(*shared, xs, T, cols);
+    // Each range of rows of w1 and then the same rows of w3, and the gate of those rows: one job, x prepared once.
+    pool_.parallel_for(hidden, kRowGrain, [&](int64_t r0, int64_t r1) {
+        product_rows(p, w1, xs, T, a, r0, r1);
+        product_rows(p, w3, xs, T, g, r0, r1);
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t r = r0; r < r1; ++r) o[t * hidden + r] = silu_gate(a[t * hidden + r], g[t * hidden + r]);
     });
 }
 
@@ -397,10 +474,7 @@ void CpuBackend::swiglu(Buf out, Buf a, Buf b, int64_t n) {
     const float* as = span_of(a, n, "swiglu");
     const float* bs = span_of(b, n, "swiglu");
     pool_.parallel_for(n, 4096, [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) {
-            const float x = as[i];
-            o[i] = x / (1.0f + std::exp(-x)) * bs[i];  // silu(x) = x * sigmoid(x)
-        }
+        for (int64_t i = i0; i < i1; ++i) o[i] = silu_gate(as[i], bs[i]);
     });
 }
 

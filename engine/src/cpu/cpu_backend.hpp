@@ -4,7 +4,9 @@
 // matmul, (head, query) pairs for attention). Ops run as they are called; begin()/submit() only mark a step.
 // With BackendOptions::exact false, block-type weights take the integer-dot path (activations quantized to 8 bits
 // once per matmul, quant::dot_q8_matrix); kernels for the instruction set chosen at construction (CpuIsa).
+#include <initializer_list>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -31,6 +33,13 @@ public:
     void embed(Buf out, std::span<const int32_t> tokens) override;
     void rmsnorm(Buf out, Buf x, const TensorView& weight, int64_t T, float eps) override;
     void matmul(Buf out, Buf x, const TensorView& w, int64_t T) override;
+    // Fused where the matrices take the same path (below) and it is not the prefill tiles: x prepared once and
+    // the products as one job of the pool; the same values, bit for bit, as Backend's defaults, which run
+    // otherwise.
+    void matmul_qkv(Buf q_out, Buf k_out, Buf v_out, Buf x, const TensorView& wq, const TensorView& wk,
+                    const TensorView& wv, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t pos0) override;
+    void matmul_swiglu(Buf out, Buf x, const TensorView& w1, const TensorView& w3, int64_t T, Buf a_scratch,
+                       Buf b_scratch) override;
     void rope(Buf x, int64_t T, int64_t n_heads, int64_t pos0) override;
     void attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs) override;
     void store_f16(Buf dst, Buf src, int64_t n) override;
@@ -60,12 +69,26 @@ private:
     };
     void attend(Buf out, Buf q, KvRows keys, KvRows values, int64_t T, int64_t pos0, Buf probs);
 
+    // How a product's rows are computed, and what is made of x first: the integer-dot path (x quantized once
+    // into act_), F16 decode with x in binary16 (xh_), decode on float32 x (matvec), or prefill's widened row
+    // blocks (matmul_rows).
+    enum class Path { IntegerDot, HalfX, Matvec, Tiles };
+    Path path_of(const TensorView& w, int64_t T) const;
+    // Prepares x ([T, cols]) for path p and returns the path taken: HalfX becomes Matvec where x holds Inf or NaN.
+    Path prepare(Path p, const float* xs, int64_t T, int64_t cols);
+    // Rows [r0, r1) of w's product on a prepared path other than Tiles.                      out: [T, rows of w]
+    void product_rows(Path p, const TensorView& w, const float* xs, int64_t T, float* out, int64_t r0, int64_t r1);
+    // The path all of ws take when one preparation of x serves them as one job: the same path, not Tiles, the
+    // same cols and rows in whole units of the pool's grain (so each matrix is cut as on its own).
+    std::optional<Path> shared_path(std::initializer_list<const TensorView*> ws, int64_t T) const;
+
     ThreadPool pool_;
     CpuIsa isa_;        // the integer-dot kernels'
     CpuIsa float_isa_;  // the float kernels' (isa_, or Avx2 where 512-bit float vectors do not pay)
     bool exact_;
     quant::Q8Activations act_;  // the quantized activations of the current matmul (integer-dot path)
     std::vector<uint16_t> xh_;  // x in binary16 for the current F16 decode matmul (fast path)
+    float xh_scale_ = 0;        // and the scale it was taken at (half_activations)
     const Model* model_ = nullptr;
     // The matrices the products read (every 2-D weight but the embedding table, which is only gathered from,
     // unless it is the output too), copied at load into memory of the backend's own with huge pages asked for
