@@ -54,15 +54,7 @@ struct OpModel {
                 held[i] = dtype == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
             }
         }
-        storage.push_back(std::move(bytes));
-        TensorView t;
-        t.name = name;
-        t.dtype = dtype;
-        t.shape = std::move(shape);
-        t.data = storage.back().data();
-        t.nbytes = storage.back().size();
-        t.rope_heads = rope_heads;
-        model.tensors[name] = t;
+        keep(name, dtype, std::move(shape), std::move(bytes), rope_heads);
         return held;
     }
     const TensorView& tensor(const std::string& name) const { return model.tensors.at(name); }
@@ -72,6 +64,12 @@ struct OpModel {
                     const std::vector<float>& values) {
         std::vector<std::byte> bytes(dtype_bytes(dtype, static_cast<int64_t>(values.size())));
         quant::quantize(dtype, values.data(), bytes.data(), static_cast<int64_t>(values.size()));
+        keep(name, dtype, std::move(shape), std::move(bytes));
+    }
+
+    // The tensor `name` over `bytes`, which the model keeps.
+    void keep(const std::string& name, DType dtype, std::vector<int64_t> shape, std::vector<std::byte> bytes,
+              int32_t rope_heads = 0) {
         storage.push_back(std::move(bytes));
         TensorView t;
         t.name = name;
@@ -79,6 +77,7 @@ struct OpModel {
         t.shape = std::move(shape);
         t.data = storage.back().data();
         t.nbytes = storage.back().size();
+        t.rope_heads = rope_heads;
         model.tensors[name] = t;
     }
 };
