@@ -301,12 +301,12 @@ void CpuBackend::matmul(Buf out, Buf x, const TensorView& mapped, int64_t T) {
 
 std::optional<CpuBackend::Path> CpuBackend::shared_path(std::initializer_list<const TensorView*> ws,
                                                          int64_t T) const {
-    const Path p = path_of(resident(**ws.begin()), T);
+    const TensorView& first = resident(**ws.begin());
+    const Path p = path_of(first, T);
     if (p == Path::Tiles) return std::nullopt;
     for (const TensorView* m : ws) {
         const TensorView& w = resident(*m);
-        if (path_of(w, T) != p || w.cols() != resident(**ws.begin()).cols() || w.rows() % kRowGrain != 0)
-            return std::nullopt;
+        if (path_of(w, T) != p || w.cols() != first.cols() || w.rows() % kRowGrain != 0) return std::nullopt;
     }
     return p;
 }
