@@ -286,7 +286,7 @@ void CpuBackend::matmul(Buf out, Buf x, const TensorView& mapped, int64_t T) {
     const int64_t rows = w.rows(), cols = w.cols();
     float* o = span_of(out, T * rows, "matmul");       // [T, rows]
     const float* xs = span_of(x, T * cols, "matmul");  // [T, cols]
-    if (out.id == x.id) throw Error("cpu backend: matmul output aliases its input (" + w.name + ")");
+    check_not_input(out, x, w);
     if (const Path p = prepare(path_of(w, T), xs, T, cols); p != Path::Tiles) {
         pool_.parallel_for(rows, kRowGrain, [&](int64_t r0, int64_t r1) { product_rows(p, w, xs, T, o, r0, r1); });
         return;
@@ -299,28 +299,30 @@ void CpuBackend::matmul(Buf out, Buf x, const TensorView& mapped, int64_t T) {
     });
 }
 
+void CpuBackend::check_not_input(Buf out, Buf x, const TensorView& w) {
+    if (out.id == x.id) throw Error("cpu backend: matmul output aliases its input (" + w.name + ")");
+}
+
 std::optional<CpuBackend::Path> CpuBackend::shared_path(std::initializer_list<const TensorView*> ws,
                                                          int64_t T) const {
-    const TensorView& first = resident(**ws.begin());
+    const TensorView& first = **ws.begin();
     const Path p = path_of(first, T);
     if (p == Path::Tiles) return std::nullopt;
-    for (const TensorView* m : ws) {
-        const TensorView& w = resident(*m);
-        if (path_of(w, T) != p || w.cols() != first.cols() || w.rows() % kRowGrain != 0) return std::nullopt;
-    }
+    for (const TensorView* w : ws)
+        if (path_of(*w, T) != p || w->cols() != first.cols() || w->rows() % kRowGrain != 0) return std::nullopt;
     return p;
 }
 
 void CpuBackend::matmul_qkv(Buf q_out, Buf k_out, Buf v_out, Buf x, const TensorView& wq, const TensorView& wk,
                             const TensorView& wv, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t pos0) {
-    const std::optional<Path> shared = shared_path({&wq, &wk, &wv}, T);
-    if (!shared) return Backend::matmul_qkv(q_out, k_out, v_out, x, wq, wk, wv, T, n_heads, n_kv_heads, pos0);
     const TensorView* w[3] = {&resident(wq), &resident(wk), &resident(wv)};
+    const std::optional<Path> shared = shared_path({w[0], w[1], w[2]}, T);
+    if (!shared) return Backend::matmul_qkv(q_out, k_out, v_out, x, wq, wk, wv, T, n_heads, n_kv_heads, pos0);
     const Buf outs[3] = {q_out, k_out, v_out};
     float* o[3];
     for (int i = 0; i < 3; ++i) {
         o[i] = span_of(outs[i], T * w[i]->rows(), "matmul_qkv");  // [T, rows of w[i]]
-        if (outs[i].id == x.id) throw Error("cpu backend: matmul output aliases its input (" + w[i]->name + ")");
+        check_not_input(outs[i], x, *w[i]);
     }
     const float* xs = span_of(x, T * w[0]->cols(), "matmul_qkv");  // [T, dim]
     const Path p = prepare(*shared, xs, T, w[0]->cols());
@@ -337,17 +339,17 @@ void CpuBackend::matmul_qkv(Buf q_out, Buf k_out, Buf v_out, Buf x, const Tensor
 
 void CpuBackend::matmul_swiglu(Buf out, Buf x, const TensorView& w1_mapped, const TensorView& w3_mapped, int64_t T,
                                Buf a_scratch, Buf b_scratch) {
-    const std::optional<Path> shared = shared_path({&w1_mapped, &w3_mapped}, T);
-    if (!shared || w1_mapped.rows() != w3_mapped.rows())
-        return Backend::matmul_swiglu(out, x, w1_mapped, w3_mapped, T, a_scratch, b_scratch);
     const TensorView &w1 = resident(w1_mapped), &w3 = resident(w3_mapped);
+    const std::optional<Path> shared = shared_path({&w1, &w3}, T);
+    if (!shared || w1.rows() != w3.rows())
+        return Backend::matmul_swiglu(out, x, w1_mapped, w3_mapped, T, a_scratch, b_scratch);
     const int64_t hidden = w1.rows(), cols = w1.cols();
     float* o = span_of(out, T * hidden, "matmul_swiglu");        // [T, hidden]
     float* a = span_of(a_scratch, T * hidden, "matmul_swiglu");  // [T, hidden]
     float* g = span_of(b_scratch, T * hidden, "matmul_swiglu");  // [T, hidden]
     const float* xs = span_of(x, T * cols, "matmul_swiglu");     // [T, dim]
-    for (Buf b : {a_scratch, b_scratch})
-        if (b.id == x.id) throw Error("cpu backend: matmul output aliases its input (" + w1.name + ")");
+    check_not_input(a_scratch, x, w1);
+    check_not_input(b_scratch, x, w3);
     const Path p = prepare(*shared, xs, T, cols);
     // Each range of rows of w1 and then the same rows of w3, and the gate of those rows: one job, x prepared once.
     pool_.parallel_for(hidden, kRowGrain, [&](int64_t r0, int64_t r1) {

@@ -78,9 +78,11 @@ private:
     Path prepare(Path p, const float* xs, int64_t T, int64_t cols);
     // Rows [r0, r1) of w's product on a prepared path other than Tiles.                      out: [T, rows of w]
     void product_rows(Path p, const TensorView& w, const float* xs, int64_t T, float* out, int64_t r0, int64_t r1);
-    // The path all of ws take when one preparation of x serves them as one job: the same path, not Tiles, the
-    // same cols and rows in whole units of the pool's grain (so each matrix is cut as on its own).
+    // The path all of ws (resident views) take when one preparation of x serves them as one job: the same path,
+    // not Tiles, the same cols and rows in whole units of the pool's grain (so each matrix is cut as on its own).
     std::optional<Path> shared_path(std::initializer_list<const TensorView*> ws, int64_t T) const;
+    // A product's output must not be its input buffer (rows are written while x is still read).
+    static void check_not_input(Buf out, Buf x, const TensorView& w);
 
     ThreadPool pool_;
     CpuIsa isa_;        // the integer-dot kernels'
