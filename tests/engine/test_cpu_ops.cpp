@@ -346,8 +346,40 @@ TEST_CASE("cpu rope rotates interleaved pairs, accurately at long positions", "[
     }
 }
 
+// Causal grouped-query attention in double: out [T, n_heads * hd] and probabilities [n_heads, T, pos0 + T] of
+// queries q at positions pos0.. over caches kc, vc ([>= pos0 + T, n_kv * hd]).
+struct Attended {
+    std::vector<double> out, probs;
+};
+Attended reference_attention(const std::vector<float>& q, const std::vector<float>& kc, const std::vector<float>& vc,
+                             int64_t hd, int64_t n_heads, int64_t n_kv, int64_t T, int64_t pos0) {
+    const int64_t L = pos0 + T, q_dim = n_heads * hd, kv_dim = n_kv * hd, n_rep = n_heads / n_kv;
+    Attended a{std::vector<double>(size_t(T * q_dim)), std::vector<double>(size_t(n_heads * T * L), 0.0)};
+    for (int64_t h = 0; h < n_heads; ++h)
+        for (int64_t t = 0; t < T; ++t) {
+            const int64_t g = h / n_rep;
+            std::vector<double> s(size_t(pos0 + t + 1));
+            double mx = -1e300, sum = 0;
+            for (int64_t j = 0; j <= pos0 + t; ++j) {
+                double d = 0;
+                for (int64_t i = 0; i < hd; ++i)
+                    d += double(q[size_t(t * q_dim + h * hd + i)]) * kc[size_t(j * kv_dim + g * hd + i)];
+                s[size_t(j)] = d / std::sqrt(double(hd));
+                mx = std::max(mx, s[size_t(j)]);
+            }
+            for (auto& v : s) sum += (v = std::exp(v - mx));
+            for (int64_t j = 0; j <= pos0 + t; ++j) {
+                const double p = s[size_t(j)] / sum;
+                a.probs[size_t((h * T + t) * L + j)] = p;
+                for (int64_t i = 0; i < hd; ++i)
+                    a.out[size_t(t * q_dim + h * hd + i)] += p * vc[size_t(j * kv_dim + g * hd + i)];
+            }
+        }
+    return a;
+}
+
 TEST_CASE("cpu attention matches causal grouped-query softmax attention, with probabilities", "[cpu]") {
-    const int64_t hd = 6, n_heads = 4, n_kv = 2, n_rep = 2;
+    const int64_t hd = 6, n_heads = 4, n_kv = 2;
     OpModel om(hd, n_heads, n_kv);
     for (auto [T, pos0] : {std::pair<int64_t, int64_t>{1, 0}, {1, 9}, {5, 0}, {3, 4}}) {
         const int64_t L = pos0 + T, q_dim = n_heads * hd, kv_dim = n_kv * hd, max_seq = L + 2;
@@ -362,30 +394,61 @@ TEST_CASE("cpu attention matches causal grouped-query softmax attention, with pr
         run.b->begin();
         run.b->attention(out, qb, kb, vb, T, pos0, probs);
         run.b->submit();
-        std::vector<double> want(size_t(T * q_dim)), want_p(size_t(n_heads * T * L), 0.0);
-        for (int64_t h = 0; h < n_heads; ++h)
-            for (int64_t t = 0; t < T; ++t) {
-                const int64_t g = h / n_rep;
-                std::vector<double> s(size_t(pos0 + t + 1));
-                double mx = -1e300, sum = 0;
-                for (int64_t j = 0; j <= pos0 + t; ++j) {
-                    double d = 0;
-                    for (int64_t i = 0; i < hd; ++i)
-                        d += double(q[size_t(t * q_dim + h * hd + i)]) * kc[size_t(j * kv_dim + g * hd + i)];
-                    s[size_t(j)] = d / std::sqrt(double(hd));
-                    mx = std::max(mx, s[size_t(j)]);
-                }
-                for (auto& v : s) sum += (v = std::exp(v - mx));
-                for (int64_t j = 0; j <= pos0 + t; ++j) {
-                    const double p = s[size_t(j)] / sum;
-                    want_p[size_t((h * T + t) * L + j)] = p;
-                    for (int64_t i = 0; i < hd; ++i)
-                        want[size_t(t * q_dim + h * hd + i)] += p * vc[size_t(j * kv_dim + g * hd + i)];
-                }
-            }
+        const Attended want = reference_attention(q, kc, vc, hd, n_heads, n_kv, T, pos0);
         INFO("T " << T << " pos0 " << pos0);
-        CHECK(rel_err(run.read(out, T * q_dim), want) < 1e-6);
-        CHECK(rel_err(run.read(probs, n_heads * T * L), want_p) < 1e-6);
+        CHECK(rel_err(run.read(out, T * q_dim), want.out) < 1e-6);
+        CHECK(rel_err(run.read(probs, n_heads * T * L), want.probs) < 1e-6);
+    }
+}
+
+TEST_CASE("cpu attention over long caches and wide heads: float32 and binary16 caches, any thread count", "[cpu]") {
+    // Head sizes through every part of the kernel (64-column runs, 8-column runs, single columns), caches longer
+    // than a block of keys (64 rows of 64), and one to four query heads per kv head.
+    struct Shape {
+        int64_t hd, n_heads, n_kv;
+    };
+    for (Shape sh : {Shape{64, 8, 2}, Shape{72, 3, 1}, Shape{12, 4, 4}, Shape{128, 4, 1}}) {
+        OpModel om(sh.hd, sh.n_heads, sh.n_kv);
+        for (auto [T, pos0] : {std::pair<int64_t, int64_t>{1, 0}, {1, 200}, {3, 130}}) {
+            const int64_t L = pos0 + T, q_dim = sh.n_heads * sh.hd, kv_dim = sh.n_kv * sh.hd;
+            const auto q = random_values(size_t(T * q_dim), 64, 3.0f);  // peaked and flat softmaxes both
+            const auto kc = random_values(size_t(L * kv_dim), 65), vc = random_values(size_t(L * kv_dim), 66);
+            // The binary16 cache holds the values rounded; the reference for it reads the same rounded values.
+            std::vector<float> kh(kc.size()), vh(vc.size());
+            for (size_t i = 0; i < kc.size(); ++i) kh[i] = f16_to_f32(f32_to_f16(kc[i]));
+            for (size_t i = 0; i < vc.size(); ++i) vh[i] = f16_to_f32(f32_to_f16(vc[i]));
+            const Attended want = reference_attention(q, kc, vc, sh.hd, sh.n_heads, sh.n_kv, T, pos0);
+            const Attended want_h = reference_attention(q, kh, vh, sh.hd, sh.n_heads, sh.n_kv, T, pos0);
+            std::vector<float> first_out, first_probs;
+            for (int threads : {1, 3, 16}) {
+                INFO("head_dim " << sh.hd << " heads " << sh.n_heads << "/" << sh.n_kv << " T " << T << " pos0 "
+                                 << pos0 << " threads " << threads);
+                Run run(om.model, threads);
+                Buf qb = run.upload(q), kb = run.upload(kc), vb = run.upload(vc);
+                Buf kr = run.upload(kh), vr = run.upload(vh);  // float32 caches of the rounded values
+                Buf k16 = run.b->alloc(L * kv_dim / 2, "k16"), v16 = run.b->alloc(L * kv_dim / 2, "v16");
+                Buf out = run.b->alloc(T * q_dim, "out"), out_h = run.b->alloc(T * q_dim, "out_h");
+                Buf out_r = run.b->alloc(T * q_dim, "out_r");
+                Buf probs = run.b->alloc(sh.n_heads * T * L, "probs");
+                run.b->begin();
+                run.b->store_f16(k16, kb, L * kv_dim);
+                run.b->store_f16(v16, vb, L * kv_dim);
+                run.b->attention(out, qb, kb, vb, T, pos0, probs);
+                run.b->attention_f16(out_h, qb, k16, v16, T, pos0, Buf{});
+                run.b->attention(out_r, qb, kr, vr, T, pos0, Buf{});
+                run.b->submit();
+                const auto got = run.read(out, T * q_dim), got_p = run.read(probs, sh.n_heads * T * L);
+                const auto got_h = run.read(out_h, T * q_dim);
+                CHECK(rel_err(got, want.out) < 1e-6);
+                CHECK(rel_err(got_p, want.probs) < 1e-6);
+                CHECK(rel_err(got_h, want_h.out) < 1e-6);
+                CHECK(got_h == run.read(out_r, T * q_dim));  // widened exactly: the float32 cache's bits
+                // Split differently over threads, each head's sums are the same.
+                if (threads == 1) first_out = got, first_probs = got_p;
+                CHECK(got == first_out);
+                CHECK(got_p == first_probs);
+            }
+        }
     }
 }
 

@@ -425,48 +425,36 @@ void CpuBackend::attend(Buf out, Buf q, KvRows keys, KvRows values, int64_t T, i
     // keys, values: [pos0 + T, n_kv_heads * head_dim]
     float* p_out = probs.valid() ? span_of(probs, n_heads * T * L, "attention") : nullptr;  // [n_heads, T, L]
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
-    // One work item per (head, query): heads alone would leave threads idle on models with few heads.
-    pool_.parallel_for(n_heads * T, 1, [&](int64_t i0, int64_t i1) {
-        thread_local std::vector<float> scores;  // [pos0 + t + 1]
-        thread_local std::vector<float> wide;    // [head_dim]: a binary16 row widened
-        wide.resize(static_cast<size_t>(head_dim));
+    // Work items: (kv head, query, part of the kv head's n_rep query heads), the query heads of a kv head together
+    // so that each key and value row is read once for all of them; split into parts only where the kv heads alone
+    // would leave threads idle (decode on many cores). Each head's result is the same whatever the split.
+    const int64_t groups = c.n_kv_heads * T;
+    const int64_t parts = std::clamp<int64_t>((2 * pool_.size() + groups - 1) / groups, 1, n_rep);
+    const int64_t per_part = (n_rep + parts - 1) / parts;
+    pool_.parallel_for(groups * parts, 1, [&](int64_t i0, int64_t i1) {
+        thread_local std::vector<float> scores;  // [G, pos0 + t + 1] where the probabilities are not kept
         for (int64_t item = i0; item < i1; ++item) {
-            const int64_t h = item / T, t = item % T;
-            const int64_t kv_h = h / n_rep;     // grouped-query: n_rep query heads share a kv head
-            auto row = [&](const KvRows& rows, int64_t j) -> const float* {  // [head_dim] of key / value j
-                const int64_t at = j * kv_dim + kv_h * head_dim;
-                if (rows.f32) return rows.f32 + at;
-                widen_f16(rows.f16 + at, wide.data(), head_dim, float_isa_);
-                return wide.data();
-            };
-            const int64_t n_keys = pos0 + t + 1;  // causal mask: keys up to the query's own position
-            scores.resize(static_cast<size_t>(n_keys));
-            const float* qv = xq + t * q_dim + h * head_dim;  // [head_dim]
-            float mx = -std::numeric_limits<float>::infinity();
-            for (int64_t j = 0; j < n_keys; ++j) {
-                const float s = dot(qv, row(keys, j), head_dim) * scale;
-                scores[static_cast<size_t>(j)] = s;
-                mx = std::max(mx, s);
-            }
-            double sum = 0;
-            for (int64_t j = 0; j < n_keys; ++j) {
-                const float e = std::exp(scores[static_cast<size_t>(j)] - mx);
-                scores[static_cast<size_t>(j)] = e;
-                sum += e;
-            }
-            const float inv = static_cast<float>(1.0 / sum);
-            float* ov = o + t * q_dim + h * head_dim;  // [head_dim]
-            std::fill(ov, ov + head_dim, 0.0f);
-            for (int64_t j = 0; j < n_keys; ++j) {
-                const float p = scores[static_cast<size_t>(j)] * inv;
-                scores[static_cast<size_t>(j)] = p;
-                axpy(p, row(values, j), ov, head_dim);
-            }
+            const int64_t part = item % parts, t = item / parts % T, kv_h = item / (parts * T);
+            const int64_t g0 = part * per_part, G = std::min(n_rep, g0 + per_part) - g0;
+            if (G <= 0) continue;
+            const int64_t h0 = kv_h * n_rep + g0;   // the first query head of the item
+            const int64_t n_keys = pos0 + t + 1;    // causal mask: keys up to the query's own position
+            const int64_t at = kv_h * head_dim;     // the kv head's columns in a cache row
+            const KvHead k{keys.f32 ? keys.f32 + at : nullptr, keys.f16 ? keys.f16 + at : nullptr, kv_dim};
+            const KvHead v{values.f32 ? values.f32 + at : nullptr, values.f16 ? values.f16 + at : nullptr, kv_dim};
+            float* p = nullptr;
+            int64_t p_stride = n_keys;
             if (p_out) {
-                float* row_out = p_out + (h * T + t) * L;  // [L]
-                std::copy(scores.begin(), scores.end(), row_out);
-                std::fill(row_out + n_keys, row_out + L, 0.0f);
+                p = p_out + (h0 * T + t) * L;  // rows [h0 + g, t] of [n_heads, T, L]
+                p_stride = T * L;
+            } else {
+                scores.resize(static_cast<size_t>(G * n_keys));
+                p = scores.data();
             }
+            const int64_t qo = t * q_dim + h0 * head_dim;  // [G, head_dim] of row t
+            attend_heads(xq + qo, o + qo, head_dim, G, head_dim, k, v, n_keys, scale, p, p_stride, float_isa_);
+            if (p_out)
+                for (int64_t g = 0; g < G; ++g) std::fill(p + g * p_stride + n_keys, p + g * p_stride + L, 0.0f);
         }
     });
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "strata/error.hpp"
@@ -29,17 +30,35 @@ typedef float v8f __attribute__((vector_size(32)));
 typedef uint32_t v8u __attribute__((vector_size(32)));
 typedef int32_t v8i __attribute__((vector_size(32)));
 typedef uint16_t v8h __attribute__((vector_size(16)));
+typedef float v4f __attribute__((vector_size(16)));
+typedef double v4d __attribute__((vector_size(32)));
 
 STRATA_INLINE v8f as_f(v8u u) {
     v8f f;
     std::memcpy(&f, &u, sizeof f);
     return f;
 }
+STRATA_INLINE v8f as_f(v8i i) {
+    v8f f;
+    std::memcpy(&f, &i, sizeof f);
+    return f;
+}
+STRATA_INLINE v8i as_i(v8f f) {
+    v8i i;
+    std::memcpy(&i, &f, sizeof i);
+    return i;
+}
 STRATA_INLINE v8u as_u(v8f f) {
     v8u u;
     std::memcpy(&u, &f, sizeof u);
     return u;
 }
+STRATA_INLINE v8f load8f(const float* p) {
+    v8f v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+STRATA_INLINE void store8f(float* p, v8f v) { std::memcpy(p, &v, sizeof v); }
 STRATA_INLINE float hsum(v8f v) {
     return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
 }
@@ -175,6 +194,142 @@ STRATA_INLINE float dot_impl(const float* a, const float* b, int64_t n) {
     return s;
 }
 
+// Attention reads keys and values in blocks of this many floats (16 KB), so that a block stays in L1 while the
+// query heads of its kv head use it.
+constexpr int64_t kKvBlockFloats = 4096;
+
+// Rows [j0, j0 + nb) of one kv head's keys or values as float32 rows at *stride: the cache's own rows, or its
+// binary16 rows widened exactly into wide ([nb, D]).
+STRATA_INLINE const float* kv_rows(const KvHead& kv, int64_t j0, int64_t nb, int64_t D, float* wide,
+                                   int64_t* stride, CpuIsa isa) {
+    if (kv.f32) {
+        *stride = kv.stride;
+        return kv.f32 + j0 * kv.stride;
+    }
+    for (int64_t jj = 0; jj < nb; ++jj) widen_f16(kv.f16 + (j0 + jj) * kv.stride, wide + jj * D, D, isa);
+    *stride = D;
+    return wide;
+}
+
+// out[c] += sum_jj p[jj] * rows[jj * stride + c] for c in [0, D), each column's sum in the order of jj. Eight
+// accumulators per 64 columns, so the adds of one row do not wait on each other.
+STRATA_INLINE void accumulate_rows(float* out, const float* p, const float* rows, int64_t stride, int64_t nb,
+                                   int64_t D) {
+    int64_t c = 0;
+    for (; c + 64 <= D; c += 64) {
+        float* o = out + c;
+        v8f a0 = load8f(o), a1 = load8f(o + 8), a2 = load8f(o + 16), a3 = load8f(o + 24);
+        v8f a4 = load8f(o + 32), a5 = load8f(o + 40), a6 = load8f(o + 48), a7 = load8f(o + 56);
+        for (int64_t jj = 0; jj < nb; ++jj) {
+            const float* r = rows + jj * stride + c;
+            const float pj = p[jj];
+            a0 += pj * load8f(r), a1 += pj * load8f(r + 8), a2 += pj * load8f(r + 16), a3 += pj * load8f(r + 24);
+            a4 += pj * load8f(r + 32), a5 += pj * load8f(r + 40), a6 += pj * load8f(r + 48);
+            a7 += pj * load8f(r + 56);
+        }
+        store8f(o, a0), store8f(o + 8, a1), store8f(o + 16, a2), store8f(o + 24, a3);
+        store8f(o + 32, a4), store8f(o + 40, a5), store8f(o + 48, a6), store8f(o + 56, a7);
+    }
+    for (; c + 8 <= D; c += 8) {
+        v8f a;
+        std::memcpy(&a, out + c, sizeof a);
+        for (int64_t jj = 0; jj < nb; ++jj) {
+            v8f r;
+            std::memcpy(&r, rows + jj * stride + c, sizeof r);
+            a += p[jj] * r;
+        }
+        std::memcpy(out + c, &a, sizeof a);
+    }
+    for (; c < D; ++c) {
+        float a = out[c];
+        for (int64_t jj = 0; jj < nb; ++jj) a += p[jj] * rows[jj * stride + c];
+        out[c] = a;
+    }
+}
+
+// q . rows[i * stride] for the eight rows i (D floats each), as one vector: a partial sum per row, then the eight
+// summed across at once.
+STRATA_INLINE v8f dot8_rows(const float* q, const float* rows, int64_t stride, int64_t D) {
+    v8f a0 = {}, a1 = {}, a2 = {}, a3 = {}, a4 = {}, a5 = {}, a6 = {}, a7 = {};
+    int64_t c = 0;
+    for (; c + 8 <= D; c += 8) {
+        const v8f x = load8f(q + c);
+        const float* r = rows + c;
+        a0 += x * load8f(r), a1 += x * load8f(r + stride), a2 += x * load8f(r + 2 * stride);
+        a3 += x * load8f(r + 3 * stride), a4 += x * load8f(r + 4 * stride), a5 += x * load8f(r + 5 * stride);
+        a6 += x * load8f(r + 6 * stride), a7 += x * load8f(r + 7 * stride);
+    }
+    // Pairwise sums of neighbours, twice: lane i of u0 holds rows 0-3's quarter sums, then the two halves add.
+    auto pairs = [](v8f a, v8f b) {
+        return __builtin_shufflevector(a, b, 0, 2, 8, 10, 4, 6, 12, 14) +
+               __builtin_shufflevector(a, b, 1, 3, 9, 11, 5, 7, 13, 15);
+    };
+    const v8f u0 = pairs(pairs(a0, a1), pairs(a2, a3)), u1 = pairs(pairs(a4, a5), pairs(a6, a7));
+    v8f s = __builtin_shufflevector(u0, u1, 0, 1, 2, 3, 8, 9, 10, 11) +
+            __builtin_shufflevector(u0, u1, 4, 5, 6, 7, 12, 13, 14, 15);
+    for (; c < D; ++c) {
+        const float* r = rows + c;
+        s += v8f{r[0], r[stride], r[2 * stride], r[3 * stride], r[4 * stride], r[5 * stride], r[6 * stride],
+                 r[7 * stride]} * q[c];
+    }
+    return s;
+}
+
+// e^x for x <= 0 (softmax's exponent after the maximum is taken off), eight at once: x = n ln 2 + r with
+// |r| <= ln 2 / 2 (ln 2 in two parts), e^r by Cephes' polynomial, then 2^n put into the exponent. Within 1 ulp
+// of the correctly rounded e^x for every float in [-87.3, 0] (checked exhaustively, with FMA and without). Below
+// -87.3, where 2^n would leave the normal range, the result is 0 (-inf included); NaN stays NaN.
+STRATA_INLINE v8f exp8_nonpositive(v8f x) {
+    const v8f big = v8f{} + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer, kept in the low bits
+    const v8f t = x * 1.44269504088896341f + big;
+    const v8f n = t - big;
+    const v8f r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+    v8f y = v8f{} + 1.9875691500e-4f;
+    y = y * r + 1.3981999507e-3f;
+    y = y * r + 8.3334519073e-3f;
+    y = y * r + 4.1665795894e-2f;
+    y = y * r + 1.6666665459e-1f;
+    y = y * r + 5.0000001201e-1f;
+    y = y * (r * r) + r + 1.0f;
+    const v8i k = as_i(t) - as_i(big);  // n as an integer
+    const v8f e = y * as_f((k + 127) << 23);
+    return x < -87.3f ? v8f{} : e;  // lane-wise select
+}
+
+// p[j] = e^(p[j] - max) / sum for j in [0, n), the sum taken in double. A NaN is not a maximum (as std::max).
+STRATA_INLINE void softmax_row(float* p, int64_t n) {
+    constexpr float inf = std::numeric_limits<float>::infinity();
+    v8f m = v8f{} - inf;
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const v8f x = load8f(p + j);
+        m = m < x ? x : m;
+    }
+    float mx = -inf;
+    for (int u = 0; u < 8; ++u) mx = std::max(mx, m[u]);
+    for (; j < n; ++j) mx = std::max(mx, p[j]);
+    v4d s0 = {}, s1 = {};
+    auto add = [&](v8f e) {
+        s0 += __builtin_convertvector(__builtin_shufflevector(e, e, 0, 1, 2, 3), v4d);
+        s1 += __builtin_convertvector(__builtin_shufflevector(e, e, 4, 5, 6, 7), v4d);
+    };
+    for (j = 0; j + 8 <= n; j += 8) {
+        const v8f e = exp8_nonpositive(load8f(p + j) - mx);
+        store8f(p + j, e);
+        add(e);
+    }
+    if (j < n) {  // the last few, padded with -inf (whose e^x is 0)
+        v8f x = v8f{} - inf;
+        for (int64_t u = 0; u < n - j; ++u) x[u] = p[j + u] - mx;
+        const v8f e = exp8_nonpositive(x);
+        for (int64_t u = 0; u < n - j; ++u) p[j + u] = e[u];
+        add(e);
+    }
+    const v4d s = s0 + s1;
+    const float inv = static_cast<float>(1.0 / ((s[0] + s[1]) + (s[2] + s[3])));
+    for (j = 0; j < n; ++j) p[j] *= inv;
+}
+
 // A 2 x 4 tile: two widened weight rows against four token rows, eight partial sums in registers, so each
 // loaded weight vector is used four times and each token vector twice.
 STRATA_INLINE void tile_2x4(const float* w0, const float* w1, const float* x0, const float* x1, const float* x2,
@@ -231,8 +386,6 @@ STRATA_SIMD_CLONES void matvec_dispatch(const TensorView& w, const float* x, flo
     }
 }
 
-STRATA_SIMD_CLONES float dot_dispatch(const float* a, const float* b, int64_t n) { return dot_impl(a, b, n); }
-
 STRATA_SIMD_CLONES void tiles_dispatch(const float* wblock, int64_t nrows, const float* x, int64_t T, int64_t n,
                                         float* out, int64_t out_stride, int64_t r_base) {
     // wblock: [nrows, n] widened rows r_base.. ; x: [T, n]; out: [T, out_stride]
@@ -254,6 +407,36 @@ STRATA_SIMD_CLONES void tiles_dispatch(const float* wblock, int64_t nrows, const
     }
     for (; t < T; ++t)
         for (int64_t j = 0; j < nrows; ++j) out[t * out_stride + r_base + j] = dot_impl(wblock + j * n, x + t * n, n);
+}
+
+STRATA_SIMD_CLONES void attend_dispatch(const float* q, float* out, int64_t qo_stride, int64_t G, int64_t D,
+                                        const KvHead& k, const KvHead& v, int64_t n, float scale, float* probs,
+                                        int64_t p_stride, CpuIsa isa) {
+    thread_local std::vector<float> wide;  // [block, D]: binary16 rows widened
+    const int64_t block = std::max<int64_t>(1, kKvBlockFloats / D);
+    if (!k.f32 || !v.f32) wide.resize(static_cast<size_t>(block * D));
+    int64_t stride = 0;
+    for (int64_t j0 = 0; j0 < n; j0 += block) {  // scores
+        const int64_t nb = std::min(block, n - j0);
+        const float* rows = kv_rows(k, j0, nb, D, wide.data(), &stride, isa);
+        for (int64_t g = 0; g < G; ++g) {
+            const float* qg = q + g * qo_stride;
+            float* pg = probs + g * p_stride + j0;
+            int64_t jj = 0;
+            for (; jj + 8 <= nb; jj += 8) store8f(pg + jj, dot8_rows(qg, rows + jj * stride, stride, D) * scale);
+            for (; jj < nb; ++jj) pg[jj] = dot_impl(qg, rows + jj * stride, D) * scale;
+        }
+    }
+    for (int64_t g = 0; g < G; ++g) {
+        softmax_row(probs + g * p_stride, n);
+        std::fill(out + g * qo_stride, out + g * qo_stride + D, 0.0f);
+    }
+    for (int64_t j0 = 0; j0 < n; j0 += block) {  // the weighted sum of the values
+        const int64_t nb = std::min(block, n - j0);
+        const float* rows = kv_rows(v, j0, nb, D, wide.data(), &stride, isa);
+        for (int64_t g = 0; g < G; ++g)
+            accumulate_rows(out + g * qo_stride, probs + g * p_stride + j0, rows, stride, nb, D);
+    }
 }
 
 }  // namespace
@@ -296,10 +479,9 @@ void widen_f16(const uint16_t* h, float* out, int64_t n, CpuIsa isa) {
     widen_dispatch(DType::F16, p, out, n);
 }
 
-float dot(const float* a, const float* b, int64_t n) { return dot_dispatch(a, b, n); }
-
-void axpy(float a, const float* x, float* y, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+void attend_heads(const float* q, float* out, int64_t qo_stride, int64_t G, int64_t D, const KvHead& k,
+                  const KvHead& v, int64_t n, float scale, float* probs, int64_t p_stride, CpuIsa isa) {
+    attend_dispatch(q, out, qo_stride, G, D, k, v, n, scale, probs, p_stride, isa);
 }
 
 void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1, CpuIsa isa) {

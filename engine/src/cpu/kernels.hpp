@@ -26,11 +26,21 @@ void widen_row(const TensorView& w, int64_t r, float* out, CpuIsa isa);
 // out[0..n) = the n binary16 values at h, widened exactly (a KV cache in binary16).
 void widen_f16(const uint16_t* h, float* out, int64_t n, CpuIsa isa);
 
-// sum_i a[i] * b[i] in float32 with several partial sums.
-float dot(const float* a, const float* b, int64_t n);
+// The keys or the values of one kv head in the KV cache: row j at f32 + j * stride (a float32 cache) or at
+// f16 + j * stride (binary16, the other null).
+struct KvHead {
+    const float* f32 = nullptr;
+    const uint16_t* f16 = nullptr;
+    int64_t stride = 0;
+};
 
-// y[i] += a * x[i]
-void axpy(float a, const float* x, float* y, int64_t n);
+// Attention of one query for G query heads that share one kv head (grouped-query), over the first n keys:
+// probs[g, j] = softmax_j(q_g . k_j * scale) and out_g = sum_j probs[g, j] v_j, each head's sums in the order of
+// j. q and out: G rows of D floats at qo_stride; probs: G rows of n at p_stride (kept: the trace's attention).
+// Keys and values are read a block of rows at a time (binary16 rows widened once into L1) and used by all G
+// heads while there.
+void attend_heads(const float* q, float* out, int64_t qo_stride, int64_t G, int64_t D, const KvHead& k,
+                  const KvHead& v, int64_t n, float scale, float* probs, int64_t p_stride, CpuIsa isa);
 
 // Decode (matrix-vector): out[r] = w[r, :] . x for r in [r0, r1).                x: [cols]; out: [rows]
 void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1, CpuIsa isa);
