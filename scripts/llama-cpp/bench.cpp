@@ -3,8 +3,11 @@
 // libraries of a prebuilt llama.cpp (node-llama-cpp's linux-x64 package: libllama plus one libggml-cpu per x86
 // level, the best one for this CPU chosen at run time, as llama.cpp's release builds do). Not part of Strata.
 //
-//   bench MODEL.gguf --prompt 64 --gen 32 --threads 2 --repeats 3 [--cpu-variant haswell]  -> one JSON object
-//   (--cpu-variant loads only libggml-cpu-NAME.so: haswell is llama.cpp's AVX2 build, zen4 its AVX-512 one)
+//   bench MODEL.gguf --prompt 64 --gen 32 --threads 2 --repeats 3 [--depth D] [--cpu-variant haswell]
+//                                                                                     -> one JSON object
+//   (--cpu-variant loads only libggml-cpu-NAME.so: haswell is llama.cpp's AVX2 build, zen4 its AVX-512 one;
+//   --depth D: tg decodes after D random tokens in the cache, as llama-bench's -d, and as strata-cli bench
+//   decodes after its prompt)
 //   bench quantize IN.gguf OUT.gguf TYPE                              -> llama.cpp writes OUT (Q8_0, Q4_K_M, F16)
 //
 // No llama.h of the matching version exists here, so the parameter structs are opaque: the library's default
@@ -88,8 +91,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 int usage() {
     std::fprintf(stderr,
-                 "usage: bench MODEL.gguf [--prompt N] [--gen M] [--threads T] [--repeats R] [--cpu-variant NAME]\n"
-                 "             [--verbose]\n"
+                 "usage: bench MODEL.gguf [--prompt N] [--gen M] [--threads T] [--repeats R] [--depth D]\n"
+                 "             [--cpu-variant NAME] [--verbose]\n"
                  "       bench quantize IN.gguf OUT.gguf Q8_0|Q4_K_M|Q4_0|F16\n");
     return 2;
 }
@@ -134,7 +137,7 @@ int main(int argc, char** argv) {
     llama_backend_init();
     if (std::strcmp(argv[1], "quantize") == 0) return quantize(argc, argv);
 
-    int n_prompt = 64, n_gen = 32, threads = 2, repeats = 3;
+    int n_prompt = 64, n_gen = 32, threads = 2, repeats = 3, depth = 0;
     for (int i = 2; i < argc; ++i) {
         const std::string a = argv[i];
         auto next = [&]() { return i + 1 < argc ? std::atoi(argv[++i]) : -1; };
@@ -142,17 +145,29 @@ int main(int argc, char** argv) {
         else if (a == "--gen") n_gen = next();
         else if (a == "--threads") threads = next();
         else if (a == "--repeats") repeats = next();
+        else if (a == "--depth") depth = next();
         else if (a == "--cpu-variant") ++i;
         else if (a != "--verbose") return usage();
     }
-    if (n_prompt < 1 || n_gen < 1 || threads < 1 || repeats < 1) return usage();
+    if (n_prompt < 1 || n_gen < 1 || threads < 1 || repeats < 1 || depth < 0) return usage();
 
     llama_model* model = llama_model_load_from_file(argv[1], llama_model_default_params());
     if (!model) {
         std::fprintf(stderr, "bench: llama.cpp could not load %s\n", argv[1]);
         return 1;
     }
-    llama_context* ctx = llama_init_from_model(model, llama_context_default_params());
+    Opaque cparams = llama_context_default_params();
+    // n_ctx and n_batch are the first two fields of llama_context_params (uint32_t) in every version; their
+    // defaults (512, 2048) are raised only where the prompt (one batch) or the depth needs more, so the usual runs
+    // keep llama.cpp's defaults.
+    uint32_t n_ctx, n_batch;
+    std::memcpy(&n_ctx, cparams.bytes, 4);
+    std::memcpy(&n_batch, cparams.bytes + 4, 4);
+    n_ctx = std::max<uint32_t>(n_ctx, static_cast<uint32_t>(std::max(n_prompt, depth + n_gen)));
+    n_batch = std::max<uint32_t>(n_batch, static_cast<uint32_t>(n_prompt));
+    std::memcpy(cparams.bytes, &n_ctx, 4);
+    std::memcpy(cparams.bytes + 4, &n_batch, 4);
+    llama_context* ctx = llama_init_from_model(model, cparams);
     if (!ctx) {
         std::fprintf(stderr, "bench: llama.cpp could not make a context\n");
         return 1;
@@ -175,6 +190,10 @@ int main(int argc, char** argv) {
     };
     auto run_gen = [&]() {
         llama_memory_clear(llama_get_memory(ctx), false);
+        std::vector<int32_t> fill(static_cast<size_t>(depth));
+        for (int i = 0; i < depth; ++i) fill[static_cast<size_t>(i)] = i == 0 ? 128000 : std::rand() % n_vocab;
+        for (int i = 0; i < depth; i += 512)  // in batches the default n_batch takes
+            if (llama_decode(ctx, llama_batch_get_one(fill.data() + i, std::min(512, depth - i))) != 0) return -1.0;
         int32_t tok = 128000;
         const auto t0 = std::chrono::steady_clock::now();
         for (int i = 0; i < n_gen; ++i) {
@@ -201,9 +220,9 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"engine\": \"llama.cpp\", \"cpu_backend\": \"%s\", \"threads\": %d, \"repeats\": %d, "
         "\"prefill\": {\"tokens\": %d, \"tokens_per_second\": %.3f, \"min\": %.3f, \"max\": %.3f}, "
-        "\"decode\": {\"tokens\": %d, \"tokens_per_second\": %.3f, \"min\": %.3f, \"max\": %.3f}}\n",
+        "\"decode\": {\"tokens\": %d, \"depth\": %d, \"tokens_per_second\": %.3f, \"min\": %.3f, \"max\": %.3f}}\n",
         g_backend.c_str(), threads, repeats, n_prompt, mean(pp), *std::min_element(pp.begin(), pp.end()),
-        *std::max_element(pp.begin(), pp.end()), n_gen, mean(tg), *std::min_element(tg.begin(), tg.end()),
+        *std::max_element(pp.begin(), pp.end()), n_gen, depth, mean(tg), *std::min_element(tg.begin(), tg.end()),
         *std::max_element(tg.begin(), tg.end()));
     llama_free(ctx);
     llama_model_free(model);
