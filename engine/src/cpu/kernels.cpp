@@ -30,7 +30,6 @@ typedef float v8f __attribute__((vector_size(32)));
 typedef uint32_t v8u __attribute__((vector_size(32)));
 typedef int32_t v8i __attribute__((vector_size(32)));
 typedef uint16_t v8h __attribute__((vector_size(16)));
-typedef float v4f __attribute__((vector_size(16)));
 typedef double v4d __attribute__((vector_size(32)));
 
 STRATA_INLINE v8f as_f(v8u u) {
@@ -237,14 +236,9 @@ STRATA_INLINE void accumulate_rows(float* out, const float* p, const float* rows
         store8f(o + 32, a4), store8f(o + 40, a5), store8f(o + 48, a6), store8f(o + 56, a7);
     }
     for (; c + 8 <= D; c += 8) {
-        v8f a;
-        std::memcpy(&a, out + c, sizeof a);
-        for (int64_t jj = 0; jj < nb; ++jj) {
-            v8f r;
-            std::memcpy(&r, rows + jj * stride + c, sizeof r);
-            a += p[jj] * r;
-        }
-        std::memcpy(out + c, &a, sizeof a);
+        v8f a = load8f(out + c);
+        for (int64_t jj = 0; jj < nb; ++jj) a += p[jj] * load8f(rows + jj * stride + c);
+        store8f(out + c, a);
     }
     for (; c < D; ++c) {
         float a = out[c];
