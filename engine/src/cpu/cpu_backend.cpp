@@ -390,8 +390,8 @@ void CpuBackend::rope(Buf x, int64_t T, int64_t n_heads, int64_t pos0) {
 
 void CpuBackend::attention(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t T, int64_t pos0, Buf probs) {
     const int64_t L = pos0 + T, kv_dim = config("attention").kv_dim();
-    attend(out, q, {span_of(k_cache, L * kv_dim, "attention")}, {span_of(v_cache, L * kv_dim, "attention")}, T,
-           pos0, probs);
+    attend(out, q, {span_of(k_cache, L * kv_dim, "attention"), nullptr, kv_dim},
+           {span_of(v_cache, L * kv_dim, "attention"), nullptr, kv_dim}, T, pos0, probs);
 }
 
 void CpuBackend::store_f16(Buf dst, Buf src, int64_t n) {
@@ -408,18 +408,19 @@ void CpuBackend::attention_f16(Buf out, Buf q, Buf k_cache, Buf v_cache, int64_t
     // bit for bit, while half the bytes come from memory. (The first version widened the cache's first L rows
     // into float32 scratch per layer and step: the 1B model's decode after 2048 tokens ~20% slower than with a
     // float32 cache.)
-    const int64_t n = (pos0 + T) * config("attention").kv_dim();
+    const int64_t kv_dim = config("attention").kv_dim(), n = (pos0 + T) * kv_dim;
     // Little-endian words: element 2i is the low half, so the words read as consecutive halves.
     auto halves = [&](Buf cache) {
-        return KvRows{nullptr, reinterpret_cast<const uint16_t*>(span_of(cache, n / 2, "attention_f16"))};
+        return KvHead{nullptr, reinterpret_cast<const uint16_t*>(span_of(cache, n / 2, "attention_f16")), kv_dim};
     };
     attend(out, q, halves(k_cache), halves(v_cache), T, pos0, probs);
 }
 
-void CpuBackend::attend(Buf out, Buf q, KvRows keys, KvRows values, int64_t T, int64_t pos0, Buf probs) {
+void CpuBackend::attend(Buf out, Buf q, const KvHead& keys, const KvHead& values, int64_t T, int64_t pos0,
+                        Buf probs) {
     const ModelConfig& c = config("attention");
     const int64_t head_dim = c.head_dim, n_heads = c.n_heads, n_rep = c.n_rep();
-    const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), L = pos0 + T;
+    const int64_t q_dim = c.q_dim(), L = pos0 + T;
     float* o = span_of(out, T * q_dim, "attention");          // [T, n_heads * head_dim]
     const float* xq = span_of(q, T * q_dim, "attention");     // [T, n_heads * head_dim]
     // keys, values: [pos0 + T, n_kv_heads * head_dim]
@@ -429,19 +430,17 @@ void CpuBackend::attend(Buf out, Buf q, KvRows keys, KvRows values, int64_t T, i
     // so that each key and value row is read once for all of them; split into parts only where the kv heads alone
     // would leave threads idle (decode on many cores). Each head's result is the same whatever the split.
     const int64_t groups = c.n_kv_heads * T;
-    const int64_t parts = std::clamp<int64_t>((2 * pool_.size() + groups - 1) / groups, 1, n_rep);
-    const int64_t per_part = (n_rep + parts - 1) / parts;
+    const int64_t wanted = std::clamp<int64_t>((2 * pool_.size() + groups - 1) / groups, 1, n_rep);
+    const int64_t per_part = (n_rep + wanted - 1) / wanted, parts = (n_rep + per_part - 1) / per_part;
     pool_.parallel_for(groups * parts, 1, [&](int64_t i0, int64_t i1) {
         thread_local std::vector<float> scores;  // [G, pos0 + t + 1] where the probabilities are not kept
         for (int64_t item = i0; item < i1; ++item) {
             const int64_t part = item % parts, t = item / parts % T, kv_h = item / (parts * T);
-            const int64_t g0 = part * per_part, G = std::min(n_rep, g0 + per_part) - g0;
-            if (G <= 0) continue;
+            const int64_t g0 = part * per_part, G = std::min(n_rep, g0 + per_part) - g0;  // G >= 1
             const int64_t h0 = kv_h * n_rep + g0;   // the first query head of the item
             const int64_t n_keys = pos0 + t + 1;    // causal mask: keys up to the query's own position
             const int64_t at = kv_h * head_dim;     // the kv head's columns in a cache row
-            const KvHead k{keys.f32 ? keys.f32 + at : nullptr, keys.f16 ? keys.f16 + at : nullptr, kv_dim};
-            const KvHead v{values.f32 ? values.f32 + at : nullptr, values.f16 ? values.f16 + at : nullptr, kv_dim};
+            const KvHead k = keys.columns(at), v = values.columns(at);
             float* p = nullptr;
             int64_t p_stride = n_keys;
             if (p_out) {

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cpu/kernels.hpp"
 #include "cpu/thread_pool.hpp"
 #include "strata/backend.hpp"
 #include "strata/cpu_isa.hpp"
@@ -61,13 +62,8 @@ private:
     // The floats [b.offset, b.offset + n) of buffer b, or an Error naming the op when they are not all there.
     float* span_of(Buf b, int64_t n, const char* op);
     const ModelConfig& config(const char* op) const;
-    // attention() over the cache rows at keys and values ([pos0 + T, kv_dim] floats each).
-    // The cache's rows as float32 (f32) or binary16 (f16, the other null).
-    struct KvRows {
-        const float* f32 = nullptr;
-        const uint16_t* f16 = nullptr;
-    };
-    void attend(Buf out, Buf q, KvRows keys, KvRows values, int64_t T, int64_t pos0, Buf probs);
+    // attention() over the cache rows at keys and values ([pos0 + T, kv_dim] each, float32 or binary16).
+    void attend(Buf out, Buf q, const KvHead& keys, const KvHead& values, int64_t T, int64_t pos0, Buf probs);
 
     // How a product's rows are computed, and what is made of x first: the integer-dot path (x quantized once
     // into act_), F16 decode with x in binary16 (xh_), decode on float32 x (matvec), or prefill's widened row

@@ -26,12 +26,13 @@ void widen_row(const TensorView& w, int64_t r, float* out, CpuIsa isa);
 // out[0..n) = the n binary16 values at h, widened exactly (a KV cache in binary16).
 void widen_f16(const uint16_t* h, float* out, int64_t n, CpuIsa isa);
 
-// The keys or the values of one kv head in the KV cache: row j at f32 + j * stride (a float32 cache) or at
-// f16 + j * stride (binary16, the other null).
+// The keys or the values in the KV cache: row j at f32 + j * stride (a float32 cache) or at f16 + j * stride
+// (binary16, the other null). columns(at) is one kv head's part of the rows, from column at.
 struct KvHead {
     const float* f32 = nullptr;
     const uint16_t* f16 = nullptr;
     int64_t stride = 0;
+    KvHead columns(int64_t at) const { return {f32 ? f32 + at : nullptr, f16 ? f16 + at : nullptr, stride}; }
 };
 
 // Attention of one query for G query heads that share one kv head (grouped-query), over the first n keys:
