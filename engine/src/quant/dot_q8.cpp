@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "quant/blocks.hpp"
 #include "strata/error.hpp"
