@@ -663,6 +663,25 @@ TEST_CASE("the CPU backend's integer-dot path matches quant::dot_q8 and is close
                           quant::dot_q8(DType::Q8_0, b.data() + r * dtype_bytes(DType::Q8_0, cols), a, tok * cols, cols, isa));
         }
     }
+    // Rows so long that a prefill's tokens go in several tiles (kTokenTileBytes of activations each: 4 tokens of
+    // 65536 weights at 256 KiB), the last one partial: still dot_q8's bits for every token.
+    for (DType t : kTypes) {
+        const int64_t rows = 3, cols = 65536, T = 13;
+        std::vector<uint8_t> b(size_t(dtype_bytes(t, rows * cols)));
+        const std::vector<float> w = gaussian(rows * cols, rng, 0.02f), x = gaussian(T * cols, rng);
+        quant::quantize(t, w.data(), b.data(), rows * cols);
+        quant::Q8Activations a;
+        quant::quantize_activations(x.data(), T * cols, a);
+        for (CpuIsa isa : supported_cpu_isas()) {
+            std::vector<float> out(T * rows);
+            quant::dot_q8_matrix(t, b.data(), 0, rows, a, T, cols, isa, out.data(), rows);
+            INFO(dtype_name(t) << " " << cpu_isa_name(isa));
+            for (int64_t tok = 0; tok < T; ++tok)
+                for (int64_t r = 0; r < rows; ++r)
+                    CHECK(out[size_t(tok * rows + r)] ==
+                          quant::dot_q8(t, b.data() + r * dtype_bytes(t, cols), a, tok * cols, cols, isa));
+        }
+    }
     BackendOptions bad;
     bad.cpu_isa = "sse9";
     CHECK_THROWS_AS(make_backend(bad), InputError);
