@@ -157,6 +157,40 @@ TEST_CASE("cpu matmul matches a double reference for every stored type and T", "
     }
 }
 
+// A long prompt's tokens go through the float kernels in tiles (48 tokens for rows this long), each tile against
+// every block of rows: the tokens of a tile give the bits they give computed alone, and all are close to a
+// double reference (a wrong tile offset in x or out, or a tile skipped, fails).
+TEST_CASE("cpu prefill of a long prompt in token tiles: a tile's tokens as computed alone, close to a double "
+          "reference", "[cpu]") {
+    const int64_t rows = 11, cols = 16424, T = 110;  // tiles of 48, 48 and 14 tokens; a partial block of rows
+    OpModel om;
+    const auto held = om.add("w", DType::F16, {rows, cols}, random_values(size_t(rows * cols), 41, 0.5f));
+    const auto x = random_values(size_t(T * cols), 42);
+    std::vector<double> want(size_t(T * rows));
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t r = 0; r < rows; ++r) {
+            double s = 0;
+            for (int64_t i = 0; i < cols; ++i) s += held[size_t(r * cols + i)] * x[size_t(t * cols + i)];
+            want[size_t(t * rows + r)] = s;
+        }
+    for (CpuIsa isa : supported_cpu_isas()) {
+        Run run(om.model, 2, std::string(cpu_isa_name(isa)));
+        auto product = [&](int64_t t0, int64_t n) {  // tokens [t0, t0 + n) as one prompt
+            Buf xb = run.upload(std::vector<float>(x.begin() + t0 * cols, x.begin() + (t0 + n) * cols));
+            Buf out = run.b->alloc(n * rows, "out");
+            run.b->begin();
+            run.b->matmul(out, xb, om.tensor("w"), n);
+            run.b->submit();
+            return run.read(out, n * rows);
+        };
+        const std::vector<float> all = product(0, T), middle = product(48, 48), last = product(96, 14);
+        INFO(cpu_isa_name(isa));
+        CHECK(rel_err(all, want) < 1e-6);
+        CHECK(std::equal(middle.begin(), middle.end(), all.begin() + 48 * rows));
+        CHECK(std::equal(last.begin(), last.end(), all.begin() + 96 * rows));
+    }
+}
+
 // The fast path (BackendOptions::exact = false) decodes F16 weights with x rounded to binary16 once per matmul,
 // as llama.cpp does, after scaling x by the power of two that puts its largest element in [16384, 32768): the
 // result is the double dot product with those halves, to float32 rounding, for activations of any size. Where x
