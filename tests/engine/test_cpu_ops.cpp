@@ -157,12 +157,13 @@ TEST_CASE("cpu matmul matches a double reference for every stored type and T", "
     }
 }
 
-// A long prompt's tokens go through the float kernels in tiles (48 tokens for rows this long), each tile against
-// every block of rows: the tokens of a tile give the bits they give computed alone, and all are close to a
-// double reference (a wrong tile offset in x or out, or a tile skipped, fails).
+// A long prompt's tokens go through the float kernels in tiles (here three of 72, 72 and 56 tokens: at least 96
+// tokens a tile, of equal size in multiples of 12), each tile against every block of rows: a tile's tokens give
+// the bits they give computed alone, and all are close to a double reference (a wrong tile offset in x or out,
+// or a tile skipped, fails).
 TEST_CASE("cpu prefill of a long prompt in token tiles: a tile's tokens as computed alone, close to a double "
           "reference", "[cpu]") {
-    const int64_t rows = 11, cols = 16424, T = 110;  // tiles of 48, 48 and 14 tokens; a partial block of rows
+    const int64_t rows = 11, cols = 2056, T = 200;  // a partial block of rows, columns past the 16-wide steps
     OpModel om;
     const auto held = om.add("w", DType::F16, {rows, cols}, random_values(size_t(rows * cols), 41, 0.5f));
     const auto x = random_values(size_t(T * cols), 42);
@@ -183,11 +184,11 @@ TEST_CASE("cpu prefill of a long prompt in token tiles: a tile's tokens as compu
             run.b->submit();
             return run.read(out, n * rows);
         };
-        const std::vector<float> all = product(0, T), middle = product(48, 48), last = product(96, 14);
+        const std::vector<float> all = product(0, T), middle = product(72, 72), last = product(144, 56);
         INFO(cpu_isa_name(isa));
         CHECK(rel_err(all, want) < 1e-6);
-        CHECK(std::equal(middle.begin(), middle.end(), all.begin() + 48 * rows));
-        CHECK(std::equal(last.begin(), last.end(), all.begin() + 96 * rows));
+        CHECK(std::equal(middle.begin(), middle.end(), all.begin() + 72 * rows));
+        CHECK(std::equal(last.begin(), last.end(), all.begin() + 144 * rows));
     }
 }
 

@@ -663,10 +663,10 @@ TEST_CASE("the CPU backend's integer-dot path matches quant::dot_q8 and is close
                           quant::dot_q8(DType::Q8_0, b.data() + r * dtype_bytes(DType::Q8_0, cols), a, tok * cols, cols, isa));
         }
     }
-    // Rows so long that a prefill's tokens go in several tiles (kTokenTileBytes of activations each: 4 tokens of
-    // 65536 weights at 256 KiB), the last one partial: still dot_q8's bits for every token.
+    // A prompt long enough for a prefill's tokens to go in tiles (at least 64 tokens each, of equal size in groups
+    // of four: here 52, 52 and 46): still dot_q8's bits for every token.
     for (DType t : kTypes) {
-        const int64_t rows = 3, cols = 65536, T = 13;
+        const int64_t rows = 3, cols = 4096, T = 150;
         std::vector<uint8_t> b(size_t(dtype_bytes(t, rows * cols)));
         const std::vector<float> w = gaussian(rows * cols, rng, 0.02f), x = gaussian(T * cols, rng);
         quant::quantize(t, w.data(), b.data(), rows * cols);

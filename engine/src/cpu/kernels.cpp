@@ -540,11 +540,14 @@ void matmul_rows(const TensorView& w, const float* x, int64_t T, float* out, int
                  float* scratch, CpuIsa isa) {
     const int64_t n = w.cols();
     const int64_t rows = w.rows();
-    // A long prompt's tokens go in tiles of about kPrefillTileBytes of x, each against every row block of the
-    // range (its rows widened again per tile), so that the tile's x stays in L2 or L3 instead of all T tokens'
-    // (tens of megabytes at thousands of tokens) coming from memory again for every block of 8 rows. A tile is a
-    // multiple of 12 tokens, so the kernels' groups of 4 or 6 tokens, and the bits, are those of one pass.
-    const int64_t tile = std::max<int64_t>(48, kPrefillTileBytes / (4 * n) / 12 * 12);
+    // A long prompt's tokens go in tiles of about kPrefillTileBytes of x (at least 96 tokens, so that the rows'
+    // widening, done again per tile, stays a small part; a prompt of up to 96 is one pass), each tile against
+    // every row block of the range, so that the tile's x stays in L2 or L3 instead of all T tokens' (tens of
+    // megabytes at thousands of tokens) coming from memory again for every block of 8 rows. Tiles are of equal
+    // size in multiples of 12 tokens, so the kernels' groups of 4 or 6 tokens, and the bits, are those of one
+    // pass.
+    const int64_t most = std::max<int64_t>(96, kPrefillTileBytes / (4 * n)), tiles = (T + most - 1) / most;
+    const int64_t tile = ((T + tiles - 1) / tiles + 11) / 12 * 12;
     for (int64_t t0 = 0; t0 < T; t0 += tile) {
         const int64_t nt = std::min(tile, T - t0);
         const float* xt = x + t0 * n;
