@@ -663,8 +663,8 @@ TEST_CASE("the CPU backend's integer-dot path matches quant::dot_q8 and is close
                           quant::dot_q8(DType::Q8_0, b.data() + r * dtype_bytes(DType::Q8_0, cols), a, tok * cols, cols, isa));
         }
     }
-    // A prompt long enough for a prefill's tokens to go in tiles (at least 64 tokens each, of equal size in groups
-    // of four: here 52, 52 and 46): still dot_q8's bits for every token.
+    // A prompt long enough for a prefill's tokens to go in tiles (of kTokenTileBytes, at least 32 tokens, equal in
+    // size, in groups of four: here 52, 52 and 46 tokens of 4096 weights): still dot_q8's bits for every token.
     for (DType t : kTypes) {
         const int64_t rows = 3, cols = 4096, T = 150;
         std::vector<uint8_t> b(size_t(dtype_bytes(t, rows * cols)));
