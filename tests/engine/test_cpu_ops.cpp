@@ -112,7 +112,29 @@ struct Run {
         b->submit();
         return b->fetch(r);
     }
+    // x [T, w.cols()] times w's rows: [T, w.rows()].
+    std::vector<float> matmul(const TensorView& w, const std::vector<float>& x, int64_t T) {
+        Buf xb = upload(x);
+        Buf out = b->alloc(T * w.rows(), "out");
+        b->begin();
+        b->matmul(out, xb, w, T);
+        b->submit();
+        return read(out, T * w.rows());
+    }
 };
+
+// The same product in double: held [rows, cols] (the stored values) times x [T, cols], as [T, rows].
+std::vector<double> reference_matmul(const std::vector<double>& held, const std::vector<float>& x, int64_t rows,
+                                     int64_t cols, int64_t T) {
+    std::vector<double> want(size_t(T * rows));
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t r = 0; r < rows; ++r) {
+            double s = 0;
+            for (int64_t i = 0; i < cols; ++i) s += held[size_t(r * cols + i)] * x[size_t(t * cols + i)];
+            want[size_t(t * rows + r)] = s;
+        }
+    return want;
+}
 
 // Relative L2 error against a double reference.
 double rel_err(const std::vector<float>& got, const std::vector<double>& want) {
@@ -134,20 +156,8 @@ TEST_CASE("cpu matmul matches a double reference for every stored type and T", "
                     const auto held = om.add("w", dtype, {rows, cols}, random_values(size_t(rows * cols), 11, 0.5f));
                     const auto x = random_values(size_t(T * cols), 12);
                     Run run(om.model, 0, std::string(cpu_isa_name(isa)));
-                    Buf xb = run.upload(x);
-                    Buf out = run.b->alloc(T * rows, "out");
-                    run.b->begin();
-                    run.b->matmul(out, xb, om.tensor("w"), T);
-                    run.b->submit();
-                    const auto got = run.read(out, T * rows);
-                    std::vector<double> want(size_t(T * rows));
-                    for (int64_t t = 0; t < T; ++t)
-                        for (int64_t r = 0; r < rows; ++r) {
-                            double s = 0;
-                            for (int64_t i = 0; i < cols; ++i)
-                                s += held[size_t(r * cols + i)] * x[size_t(t * cols + i)];
-                            want[size_t(t * rows + r)] = s;
-                        }
+                    const auto got = run.matmul(om.tensor("w"), x, T);
+                    const auto want = reference_matmul(held, x, rows, cols, T);
                     INFO(cpu_isa_name(isa) << " " << dtype_label(dtype) << " rows " << rows << " cols " << cols
                                            << " T " << T);
                     CHECK(rel_err(got, want) < 1e-6);
@@ -167,22 +177,12 @@ TEST_CASE("cpu prefill of a long prompt in token tiles: a tile's tokens as compu
     OpModel om;
     const auto held = om.add("w", DType::F16, {rows, cols}, random_values(size_t(rows * cols), 41, 0.5f));
     const auto x = random_values(size_t(T * cols), 42);
-    std::vector<double> want(size_t(T * rows));
-    for (int64_t t = 0; t < T; ++t)
-        for (int64_t r = 0; r < rows; ++r) {
-            double s = 0;
-            for (int64_t i = 0; i < cols; ++i) s += held[size_t(r * cols + i)] * x[size_t(t * cols + i)];
-            want[size_t(t * rows + r)] = s;
-        }
+    const auto want = reference_matmul(held, x, rows, cols, T);
     for (CpuIsa isa : supported_cpu_isas()) {
         Run run(om.model, 2, std::string(cpu_isa_name(isa)));
         auto product = [&](int64_t t0, int64_t n) {  // tokens [t0, t0 + n) as one prompt
-            Buf xb = run.upload(std::vector<float>(x.begin() + t0 * cols, x.begin() + (t0 + n) * cols));
-            Buf out = run.b->alloc(n * rows, "out");
-            run.b->begin();
-            run.b->matmul(out, xb, om.tensor("w"), n);
-            run.b->submit();
-            return run.read(out, n * rows);
+            const std::vector<float> xs(x.begin() + t0 * cols, x.begin() + (t0 + n) * cols);
+            return run.matmul(om.tensor("w"), xs, n);
         };
         const std::vector<float> all = product(0, T), middle = product(72, 72), last = product(144, 56);
         INFO(cpu_isa_name(isa));
@@ -279,12 +279,7 @@ TEST_CASE("cpu matmul gives the same result on one thread and on many", "[cpu]")
     std::vector<std::vector<float>> results;
     for (int threads : {1, 3}) {
         Run run(om.model, threads);
-        Buf xb = run.upload(x);
-        Buf out = run.b->alloc(7 * 101, "out");
-        run.b->begin();
-        run.b->matmul(out, xb, om.tensor("w"), 7);
-        run.b->submit();
-        results.push_back(run.read(out, 7 * 101));
+        results.push_back(run.matmul(om.tensor("w"), x, 7));
     }
     CHECK(results[0] == results[1]);
 }

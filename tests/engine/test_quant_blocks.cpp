@@ -601,6 +601,27 @@ TEST_CASE("integer-dot kernels of every instruction set equal the quantized math
     CHECK_THROWS_AS(quant::dot_q8(DType::BF16, q8.data(), quant::Q8Activations{}, 0, 0, CpuIsa::Generic), Error);
 }
 
+namespace {
+// quant::dot_q8_matrix over random rows x cols weights of type t against T random token rows equals dot_q8 of
+// each row and token, bit for bit, with every instruction set's kernels.
+void matrix_equals_dot_q8(DType t, int64_t rows, int64_t cols, int64_t T, std::mt19937& rng) {
+    std::vector<uint8_t> b(size_t(dtype_bytes(t, rows * cols)));
+    const std::vector<float> w = gaussian(rows * cols, rng, 0.02f), x = gaussian(T * cols, rng);
+    quant::quantize(t, w.data(), b.data(), rows * cols);
+    quant::Q8Activations a;
+    quant::quantize_activations(x.data(), T * cols, a);
+    for (CpuIsa isa : supported_cpu_isas()) {
+        std::vector<float> out(T * rows);
+        quant::dot_q8_matrix(t, b.data(), 0, rows, a, T, cols, isa, out.data(), rows);
+        INFO(dtype_name(t) << " " << rows << " x " << cols << ", " << T << " tokens, " << cpu_isa_name(isa));
+        for (int64_t tok = 0; tok < T; ++tok)
+            for (int64_t r = 0; r < rows; ++r)
+                CHECK(out[size_t(tok * rows + r)] ==
+                      quant::dot_q8(t, b.data() + r * dtype_bytes(t, cols), a, tok * cols, cols, isa));
+    }
+}
+}  // namespace
+
 TEST_CASE("the CPU backend's integer-dot path matches quant::dot_q8 and is close to the exact path", "[quant][q8]") {
     std::mt19937 rng(13);
     const int64_t rows = 37, cols = 768;  // prefill tiles: more than one 512-column pass
@@ -646,42 +667,10 @@ TEST_CASE("the CPU backend's integer-dot path matches quant::dot_q8 and is close
     }
     // Q8_0 rows whose block count is odd (the last block outside the 512-bit pairs), in pairs and alone (an odd
     // number of rows): still dot_q8's bits.
-    {
-        const int64_t rows = 5, cols = 32 * 25, T = 6;
-        std::vector<uint8_t> b(dtype_bytes(DType::Q8_0, rows * cols));
-        const std::vector<float> w = gaussian(rows * cols, rng, 0.02f), x = gaussian(T * cols, rng);
-        quant::quantize(DType::Q8_0, w.data(), b.data(), rows * cols);
-        quant::Q8Activations a;
-        quant::quantize_activations(x.data(), T * cols, a);
-        for (CpuIsa isa : supported_cpu_isas()) {
-            std::vector<float> out(T * rows);
-            quant::dot_q8_matrix(DType::Q8_0, b.data(), 0, rows, a, T, cols, isa, out.data(), rows);
-            INFO(cpu_isa_name(isa));
-            for (int64_t tok = 0; tok < T; ++tok)
-                for (int64_t r = 0; r < rows; ++r)
-                    CHECK(out[size_t(tok * rows + r)] ==
-                          quant::dot_q8(DType::Q8_0, b.data() + r * dtype_bytes(DType::Q8_0, cols), a, tok * cols, cols, isa));
-        }
-    }
+    matrix_equals_dot_q8(DType::Q8_0, 5, 32 * 25, 6, rng);
     // A prompt long enough for a prefill's tokens to go in tiles (of kTokenTileBytes, at least 32 tokens, equal in
     // size, in groups of four: here 52, 52 and 46 tokens of 4096 weights): still dot_q8's bits for every token.
-    for (DType t : kTypes) {
-        const int64_t rows = 3, cols = 4096, T = 150;
-        std::vector<uint8_t> b(size_t(dtype_bytes(t, rows * cols)));
-        const std::vector<float> w = gaussian(rows * cols, rng, 0.02f), x = gaussian(T * cols, rng);
-        quant::quantize(t, w.data(), b.data(), rows * cols);
-        quant::Q8Activations a;
-        quant::quantize_activations(x.data(), T * cols, a);
-        for (CpuIsa isa : supported_cpu_isas()) {
-            std::vector<float> out(T * rows);
-            quant::dot_q8_matrix(t, b.data(), 0, rows, a, T, cols, isa, out.data(), rows);
-            INFO(dtype_name(t) << " " << cpu_isa_name(isa));
-            for (int64_t tok = 0; tok < T; ++tok)
-                for (int64_t r = 0; r < rows; ++r)
-                    CHECK(out[size_t(tok * rows + r)] ==
-                          quant::dot_q8(t, b.data() + r * dtype_bytes(t, cols), a, tok * cols, cols, isa));
-        }
-    }
+    for (DType t : kTypes) matrix_equals_dot_q8(t, 3, 4096, 150, rng);
     BackendOptions bad;
     bad.cpu_isa = "sse9";
     CHECK_THROWS_AS(make_backend(bad), InputError);
