@@ -482,6 +482,66 @@ TEST_CASE("cpu attention over long caches and wide heads: float32 and binary16 c
     }
 }
 
+TEST_CASE("cpu attention of a prompt gives each token the bits that decoding it one at a time gives", "[cpu]") {
+    // A prompt's queries go through attention in tiles of tokens; a decode step is one query. Each token's output
+    // and probabilities must not depend on that: the same scores, softmax and sums, in the same order.
+    struct Shape {
+        int64_t hd, n_heads, n_kv;
+    };
+    for (Shape sh : {Shape{64, 8, 2}, Shape{72, 3, 1}, Shape{12, 4, 4}, Shape{128, 4, 1}, Shape{8, 6, 2}}) {
+        OpModel om(sh.hd, sh.n_heads, sh.n_kv);
+        for (auto [T, pos0] : {std::pair<int64_t, int64_t>{13, 0}, {6, 70}, {9, 129}}) {
+            const int64_t L = pos0 + T, q_dim = sh.n_heads * sh.hd, kv_dim = sh.n_kv * sh.hd;
+            const auto q = random_values(size_t(T * q_dim), 67, 3.0f);
+            const auto kc = random_values(size_t(L * kv_dim), 68), vc = random_values(size_t(L * kv_dim), 69);
+            std::vector<float> first[2];  // each cache's result on the first instruction set
+            for (auto [threads, isa] : {std::pair<int, std::string>{1, ""}, {3, ""}, {2, "avx2"}}) {
+                if (!isa.empty() && !cpu_isa_supported(cpu_isa_from_name(isa))) continue;
+                for (bool f16 : {false, true}) {
+                    INFO("head_dim " << sh.hd << " heads " << sh.n_heads << "/" << sh.n_kv << " T " << T << " pos0 "
+                                     << pos0 << " threads " << threads << " binary16 cache " << f16 << " isa "
+                                     << (isa.empty() ? "best" : isa));
+                    Run run(om.model, threads, isa);
+                    Buf kb = run.upload(kc), vb = run.upload(vc);
+                    Buf k16 = run.b->alloc(L * kv_dim / 2, "k16"), v16 = run.b->alloc(L * kv_dim / 2, "v16");
+                    auto attend = [&](Buf o, Buf qb, int64_t n, int64_t at, Buf p) {
+                        if (f16) run.b->attention_f16(o, qb, k16, v16, n, at, p);
+                        else run.b->attention(o, qb, kb, vb, n, at, p);
+                    };
+                    Buf qb = run.upload(q), out = run.b->alloc(T * q_dim, "out");
+                    Buf probs = run.b->alloc(sh.n_heads * T * L, "probs");
+                    run.b->begin();
+                    run.b->store_f16(k16, kb, L * kv_dim);
+                    run.b->store_f16(v16, vb, L * kv_dim);
+                    attend(out, qb, T, pos0, probs);
+                    run.b->submit();
+                    const auto all = run.read(out, T * q_dim), all_p = run.read(probs, sh.n_heads * T * L);
+                    // The 16-wide kernels (avx512-vnni, heads of 64 and 128) and the 8-wide ones agree to the bit.
+                    if (first[f16].empty()) first[f16] = all;
+                    CHECK(all == first[f16]);
+                    for (int64_t t = 0; t < T; ++t) {
+                        const int64_t n = pos0 + t + 1;
+                        Buf qt = run.upload(std::vector<float>(q.begin() + t * q_dim, q.begin() + (t + 1) * q_dim));
+                        Buf ot = run.b->alloc(q_dim, "out_t"), pt = run.b->alloc(sh.n_heads * n, "probs_t");
+                        run.b->begin();
+                        attend(ot, qt, 1, pos0 + t, pt);
+                        run.b->submit();
+                        const auto one = run.read(ot, q_dim), one_p = run.read(pt, sh.n_heads * n);
+                        INFO("token " << t);
+                        CHECK(one == std::vector<float>(all.begin() + t * q_dim, all.begin() + (t + 1) * q_dim));
+                        for (int64_t h = 0; h < sh.n_heads; ++h) {
+                            const float* row = all_p.data() + (h * T + t) * L;
+                            CHECK(std::vector<float>(one_p.begin() + h * n, one_p.begin() + (h + 1) * n) ==
+                                  std::vector<float>(row, row + n));
+                            CHECK(std::all_of(row + n, row + L, [](float x) { return x == 0.0f; }));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("cpu embed, swiglu, add, copy", "[cpu]") {
     OpModel om;
     const int64_t dim = om.model.config.dim, vocab = 50;

@@ -42,6 +42,10 @@ inline float silu_gate(float a, float b) { return a / (1.0f + std::exp(-a)) * b;
 // Rows per unit of a product's work in the thread pool (chunks are multiples of it).
 constexpr int64_t kRowGrain = 16;
 
+// A prompt's tokens go through attention this many at a time (with their query heads), each block of key and
+// value rows read once for all of them.
+constexpr int64_t kAttendTokens = 8;
+
 // Orders logits for top-k: larger value first, lower id on ties; NaN sorts after everything so that a broken
 // row still gives a strict weak ordering.
 bool ranks_before(float a, int32_t ia, float b, int32_t ib) {
@@ -426,34 +430,37 @@ void CpuBackend::attend(Buf out, Buf q, const KvHead& keys, const KvHead& values
     // keys, values: [pos0 + T, n_kv_heads * head_dim]
     float* p_out = probs.valid() ? span_of(probs, n_heads * T * L, "attention") : nullptr;  // [n_heads, T, L]
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
-    // Work items: (kv head, query, part of the kv head's n_rep query heads), the query heads of a kv head together
-    // so that each key and value row is read once for all of them; split into parts only where the kv heads alone
-    // would leave threads idle (decode on many cores). Each head's result is the same whatever the split.
-    const int64_t groups = c.n_kv_heads * T;
+    // Work items: (kv head, tile of up to kAttendTokens queries, part of the kv head's n_rep query heads), the
+    // query heads of a kv head and a prompt's neighbouring tokens together so that each block of key and value
+    // rows read serves all of them; split into parts only where the kv heads alone would leave threads idle
+    // (decode on many cores). Each head's result is the same whatever the tile and the split.
+    const int64_t tiles = (T + kAttendTokens - 1) / kAttendTokens, groups = c.n_kv_heads * tiles;
     const int64_t wanted = std::clamp<int64_t>((2 * pool_.size() + groups - 1) / groups, 1, n_rep);
     const int64_t per_part = (n_rep + wanted - 1) / wanted, parts = (n_rep + per_part - 1) / per_part;
     pool_.parallel_for(groups * parts, 1, [&](int64_t i0, int64_t i1) {
-        thread_local std::vector<float> scores;  // [G, pos0 + t + 1] where the probabilities are not kept
+        thread_local std::vector<float> scores;  // [Qn, G, L] where the probabilities are not kept
         for (int64_t item = i0; item < i1; ++item) {
-            const int64_t part = item % parts, t = item / parts % T, kv_h = item / (parts * T);
+            const int64_t part = item % parts, tile = item / parts % tiles, kv_h = item / (parts * tiles);
             const int64_t g0 = part * per_part, G = std::min(n_rep, g0 + per_part) - g0;  // G >= 1
-            const int64_t h0 = kv_h * n_rep + g0;   // the first query head of the item
-            const int64_t n_keys = pos0 + t + 1;    // causal mask: keys up to the query's own position
-            const int64_t at = kv_h * head_dim;     // the kv head's columns in a cache row
-            const KvHead k = keys.columns(at), v = values.columns(at);
-            float* p = nullptr;
-            int64_t p_stride = n_keys;
+            const int64_t t0 = tile * kAttendTokens, Qn = std::min(kAttendTokens, T - t0);
+            const int64_t h0 = kv_h * n_rep + g0;  // the first query head of the item
+            const int64_t at = kv_h * head_dim;    // the kv head's columns in a cache row
+            const int64_t qo = t0 * q_dim + h0 * head_dim;  // query (i, g) at qo + i * q_dim + g * head_dim
+            cpu::QueryTile qt{xq + qo, o + qo, q_dim, head_dim, nullptr, 0, 0, Qn, G, head_dim, pos0 + t0 + 1};
             if (p_out) {
-                p = p_out + (h0 * T + t) * L;  // rows [h0 + g, t] of [n_heads, T, L]
-                p_stride = T * L;
+                qt.probs = p_out + (h0 * T + t0) * L;  // rows [h0 + g, t0 + i] of [n_heads, T, L]
+                qt.p_tok = L, qt.p_head = T * L;
             } else {
-                scores.resize(static_cast<size_t>(G * n_keys));
-                p = scores.data();
+                scores.resize(static_cast<size_t>(Qn * G * L));
+                qt.probs = scores.data(), qt.p_tok = G * L, qt.p_head = L;
             }
-            const int64_t qo = t * q_dim + h0 * head_dim;  // [G, head_dim] of row t
-            attend_heads(xq + qo, o + qo, head_dim, G, head_dim, k, v, n_keys, scale, p, p_stride, float_isa_);
+            cpu::attend_heads(qt, keys.columns(at), values.columns(at), scale, float_isa_);
             if (p_out)
-                for (int64_t g = 0; g < G; ++g) std::fill(p + g * p_stride + n_keys, p + g * p_stride + L, 0.0f);
+                for (int64_t i = 0; i < Qn; ++i)
+                    for (int64_t g = 0; g < G; ++g) {
+                        float* row = qt.probs + i * qt.p_tok + g * qt.p_head;
+                        std::fill(row + pos0 + t0 + i + 1, row + L, 0.0f);
+                    }
         }
     });
 }

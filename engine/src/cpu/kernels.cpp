@@ -197,82 +197,110 @@ STRATA_INLINE float dot_impl(const float* a, const float* b, int64_t n) {
 // query heads of its kv head use it.
 constexpr int64_t kKvBlockFloats = 4096;
 
-// Rows [j0, j0 + nb) of one kv head's keys or values as float32 rows at *stride: the cache's own rows, or its
-// binary16 rows widened exactly into wide ([nb, D]). A binary16 row of a head is a line or two a cache row apart,
-// too short a stream for the hardware prefetchers, so each widening asks for the row kKvAhead rows on (decode
-// after 2048 tokens 10-12% faster; a float32 row, twice as long, gained nothing from it).
+// Rows [j0, j0 + nb) of one kv head's keys or values as float32 rows *rs floats apart: a float32 cache's own rows,
+// or (where `copy` asks for it) those rows copied into wide ([nb, D]); binary16 rows are always widened exactly into
+// wide. A head's part of a cache row is a few lines a whole cache row apart, so a block read in place falls on a
+// few of L1's sets and is evicted while a prompt's queries use it (the 1B shape: a row every 2 KB). A binary16 row
+// of a head is also too short a stream for the hardware prefetchers, so each widening asks for the row kKvAhead
+// rows on (decode after 2048 tokens 10-12% faster; a float32 row, twice as long, gained nothing from it).
 constexpr int64_t kKvAhead = 16;
-STRATA_INLINE const float* kv_rows(const KvHead& kv, int64_t j0, int64_t nb, int64_t D, float* wide,
-                                   int64_t* stride, CpuIsa isa) {
-    if (kv.f32) {
-        *stride = kv.stride;
-        return kv.f32 + j0 * kv.stride;
-    }
+STRATA_INLINE const float* kv_rows(const KvHead& kv, int64_t j0, int64_t nb, int64_t D, bool copy, float* wide,
+                                   int64_t* rs, CpuIsa isa) {
+    *rs = kv.f32 && !copy ? kv.stride : D;
+    if (kv.f32 && (!copy || kv.stride == D)) return kv.f32 + j0 * *rs;
     for (int64_t jj = j0; jj < j0 + nb; ++jj) {
+        float* to = wide + (jj - j0) * D;
+        if (kv.f32) {  // vectors here: a call to memcpy per row of 64 floats took a sixth of attention's time
+            const float* from = kv.f32 + jj * kv.stride;
+            int64_t c = 0;
+            for (; c + 8 <= D; c += 8) store8f(to + c, load8f(from + c));
+            for (; c < D; ++c) to[c] = from[c];
+            continue;
+        }
         for (int64_t l = 0; l < D; l += 32) __builtin_prefetch(kv.f16 + (jj + kKvAhead) * kv.stride + l);
-        widen_f16(kv.f16 + jj * kv.stride, wide + (jj - j0) * D, D, isa);
+        widen_f16(kv.f16 + jj * kv.stride, to, D, isa);
     }
-    *stride = D;
     return wide;
 }
 
-// out[c] += sum_jj p[jj] * rows[jj * stride + c] for c in [0, D), each column's sum in the order of jj. Eight
-// accumulators per 64 columns, so the adds of one row do not wait on each other.
-STRATA_INLINE void accumulate_rows(float* out, const float* p, const float* rows, int64_t stride, int64_t nb,
-                                   int64_t D) {
-    int64_t c = 0;
-    for (; c + 64 <= D; c += 64) {
-        float* o = out + c;
-        v8f a0 = load8f(o), a1 = load8f(o + 8), a2 = load8f(o + 16), a3 = load8f(o + 24);
-        v8f a4 = load8f(o + 32), a5 = load8f(o + 40), a6 = load8f(o + 48), a7 = load8f(o + 56);
-        for (int64_t jj = 0; jj < nb; ++jj) {
-            const float* r = rows + jj * stride + c;
-            const float pj = p[jj];
-            a0 += pj * load8f(r), a1 += pj * load8f(r + 8), a2 += pj * load8f(r + 16), a3 += pj * load8f(r + 24);
-            a4 += pj * load8f(r + 32), a5 += pj * load8f(r + 40), a6 += pj * load8f(r + 48);
-            a7 += pj * load8f(r + 56);
-        }
-        store8f(o, a0), store8f(o + 8, a1), store8f(o + 16, a2), store8f(o + 24, a3);
-        store8f(o + 32, a4), store8f(o + 40, a5), store8f(o + 48, a6), store8f(o + 56, a7);
-    }
-    for (; c + 8 <= D; c += 8) {
-        v8f a = load8f(out + c);
-        for (int64_t jj = 0; jj < nb; ++jj) a += p[jj] * load8f(rows + jj * stride + c);
-        store8f(out + c, a);
-    }
-    for (; c < D; ++c) {
-        float a = out[c];
-        for (int64_t jj = 0; jj < nb; ++jj) a += p[jj] * rows[jj * stride + c];
-        out[c] = a;
-    }
+// Attention's arithmetic, the same for every tile of queries, so that a token's result does not depend on the
+// tokens beside it: a score q . k is eight lane sums over the columns in steps of 8 (an FMA each), added as
+// ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)), then the last D % 8 columns one by one, then times the scale;
+// each output column is a chain of FMAs over the keys in their order.
+STRATA_INLINE float tree8(v8f a) { return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])); }
+STRATA_INLINE float score_tail(float h, const float* q, const float* row, int64_t c, int64_t D) {
+    for (; c < D; ++c) h += row[c] * q[c];
+    return h;
 }
 
-// q . rows[i * stride] for the eight rows i (D floats each), as one vector: a partial sum per row, then the eight
-// summed across at once.
-STRATA_INLINE v8f dot8_rows(const float* q, const float* rows, int64_t stride, int64_t D) {
-    v8f a0 = {}, a1 = {}, a2 = {}, a3 = {}, a4 = {}, a5 = {}, a6 = {}, a7 = {};
+// Scores of one query against NK (8 or 1) key rows at rows + kk * rs: s[kk] for kk < NK, each key's eight lane sums
+// added as tree8 (for eight keys at once: pairwise sums of neighbours, as avx512::attention_scores does).
+template <int NK>
+STRATA_INLINE void scores_tile(const float* q, const float* rows, int64_t rs, int64_t D, float scale, float* s) {
+    v8f a[NK] = {};
     int64_t c = 0;
     for (; c + 8 <= D; c += 8) {
         const v8f x = load8f(q + c);
-        const float* r = rows + c;
-        a0 += x * load8f(r), a1 += x * load8f(r + stride), a2 += x * load8f(r + 2 * stride);
-        a3 += x * load8f(r + 3 * stride), a4 += x * load8f(r + 4 * stride), a5 += x * load8f(r + 5 * stride);
-        a6 += x * load8f(r + 6 * stride), a7 += x * load8f(r + 7 * stride);
+        for (int kk = 0; kk < NK; ++kk) a[kk] += x * load8f(rows + kk * rs + c);
     }
-    // Pairwise sums of neighbours, twice: lane i of u0 holds rows 0-3's quarter sums, then the two halves add.
-    auto pairs = [](v8f a, v8f b) {
-        return __builtin_shufflevector(a, b, 0, 2, 8, 10, 4, 6, 12, 14) +
-               __builtin_shufflevector(a, b, 1, 3, 9, 11, 5, 7, 13, 15);
-    };
-    const v8f u0 = pairs(pairs(a0, a1), pairs(a2, a3)), u1 = pairs(pairs(a4, a5), pairs(a6, a7));
-    v8f s = __builtin_shufflevector(u0, u1, 0, 1, 2, 3, 8, 9, 10, 11) +
-            __builtin_shufflevector(u0, u1, 4, 5, 6, 7, 12, 13, 14, 15);
-    for (; c < D; ++c) {
-        const float* r = rows + c;
-        s += v8f{r[0], r[stride], r[2 * stride], r[3 * stride], r[4 * stride], r[5 * stride], r[6 * stride],
-                 r[7 * stride]} * q[c];
+    if constexpr (NK == 8) {
+        auto pairs = [](v8f u, v8f w) {
+            return __builtin_shufflevector(u, w, 0, 2, 8, 10, 4, 6, 12, 14) +
+                   __builtin_shufflevector(u, w, 1, 3, 9, 11, 5, 7, 13, 15);
+        };
+        // Lane kk of u0 (u1): key kk's (kk + 4's) first four lanes summed; lane kk + 4: its last four.
+        const v8f u0 = pairs(pairs(a[0], a[1]), pairs(a[2], a[3])), u1 = pairs(pairs(a[4], a[5]), pairs(a[6], a[7]));
+        const v8f h = __builtin_shufflevector(u0, u1, 0, 1, 2, 3, 8, 9, 10, 11) +
+                      __builtin_shufflevector(u0, u1, 4, 5, 6, 7, 12, 13, 14, 15);
+        for (int kk = 0; kk < 8; ++kk) s[kk] = score_tail(h[kk], q, rows + kk * rs, c, D) * scale;
+    } else {
+        s[0] = score_tail(tree8(a[0]), q, rows, c, D) * scale;
     }
-    return s;
+}
+
+// out[qi][c] += sum_jj p[qi][jj] * rows[jj * rs + c] for c in [0, D), jj in [0, nb), for NQ queries: each row
+// loaded serves all of them.
+template <int NQ>
+STRATA_INLINE void values_tile(float* const (&out)[NQ], const float* const (&p)[NQ], const float* rows, int64_t rs,
+                               int64_t nb, int64_t D) {
+    int64_t c = 0;
+    for (; c + 32 <= D; c += 32) {
+        v8f a[NQ][4];
+        for (int qi = 0; qi < NQ; ++qi)
+            for (int u = 0; u < 4; ++u) a[qi][u] = load8f(out[qi] + c + 8 * u);
+        for (int64_t jj = 0; jj < nb; ++jj) {
+            const float* r = rows + jj * rs + c;
+            const v8f r0 = load8f(r), r1 = load8f(r + 8), r2 = load8f(r + 16), r3 = load8f(r + 24);
+            for (int qi = 0; qi < NQ; ++qi) {
+                const float pj = p[qi][jj];
+                a[qi][0] += pj * r0, a[qi][1] += pj * r1, a[qi][2] += pj * r2, a[qi][3] += pj * r3;
+            }
+        }
+        for (int qi = 0; qi < NQ; ++qi)
+            for (int u = 0; u < 4; ++u) store8f(out[qi] + c + 8 * u, a[qi][u]);
+    }
+    for (; c + 8 <= D; c += 8) {
+        v8f a[NQ];
+        for (int qi = 0; qi < NQ; ++qi) a[qi] = load8f(out[qi] + c);
+        for (int64_t jj = 0; jj < nb; ++jj) {
+            const v8f r = load8f(rows + jj * rs + c);
+            for (int qi = 0; qi < NQ; ++qi) a[qi] += p[qi][jj] * r;
+        }
+        for (int qi = 0; qi < NQ; ++qi) store8f(out[qi] + c, a[qi]);
+    }
+    if (c < D) {
+        // The last D % 8 columns as one vector padded with zeros: scalar code here, which the compiler vectorised
+        // for some columns and not others, rounded the same sums differently in different tiles.
+        const size_t bytes = static_cast<size_t>(D - c) * sizeof(float);
+        v8f a[NQ] = {};
+        for (int qi = 0; qi < NQ; ++qi) std::memcpy(&a[qi], out[qi] + c, bytes);
+        for (int64_t jj = 0; jj < nb; ++jj) {
+            v8f r = {};
+            std::memcpy(&r, rows + jj * rs + c, bytes);
+            for (int qi = 0; qi < NQ; ++qi) a[qi] += p[qi][jj] * r;
+        }
+        for (int qi = 0; qi < NQ; ++qi) std::memcpy(out[qi] + c, &a[qi], bytes);
+    }
 }
 
 // e^x for x <= 0 (softmax's exponent after the maximum is taken off), eight at once: x = n ln 2 + r with
@@ -409,33 +437,72 @@ STRATA_SIMD_CLONES void tiles_dispatch(const float* wblock, int64_t nrows, const
         for (int64_t j = 0; j < nrows; ++j) out[t * out_stride + r_base + j] = dot_impl(wblock + j * n, x + t * n, n);
 }
 
-STRATA_SIMD_CLONES void attend_dispatch(const float* q, float* out, int64_t qo_stride, int64_t G, int64_t D,
-                                        const KvHead& k, const KvHead& v, int64_t n, float scale, float* probs,
-                                        int64_t p_stride, CpuIsa isa) {
-    thread_local std::vector<float> wide;  // [block, D]: binary16 rows widened
+STRATA_SIMD_CLONES void attend_dispatch(const QueryTile& t, const KvHead& k, const KvHead& v, float scale,
+                                        CpuIsa isa) {
+    thread_local std::vector<float> wide;  // [block, D]: a block of rows, copied or widened
+    thread_local std::vector<const float*> qs, ps;
+    thread_local std::vector<float*> outs, ss;
+    thread_local std::vector<int64_t> nk;
+    const int64_t D = t.D, M = t.Qn * t.G, n_max = t.n0 + t.Qn - 1;
     const int64_t block = std::max<int64_t>(1, kKvBlockFloats / D);
-    if (!k.f32 || !v.f32) wide.resize(static_cast<size_t>(block * D));
-    int64_t stride = 0;
-    for (int64_t j0 = 0; j0 < n; j0 += block) {  // scores
-        const int64_t nb = std::min(block, n - j0);
-        const float* rows = kv_rows(k, j0, nb, D, wide.data(), &stride, isa);
-        for (int64_t g = 0; g < G; ++g) {
-            const float* qg = q + g * qo_stride;
-            float* pg = probs + g * p_stride + j0;
+    wide.resize(static_cast<size_t>(block * D));
+    qs.resize(static_cast<size_t>(M)), ps.resize(static_cast<size_t>(M));
+    outs.resize(static_cast<size_t>(M)), ss.resize(static_cast<size_t>(M)), nk.resize(static_cast<size_t>(M));
+    // Query m is head m % G of token m / G.
+    auto n_of = [&](int64_t m) { return t.n0 + m / t.G; };
+    for (int64_t m = 0; m < M; ++m) {
+        qs[m] = t.q + m / t.G * t.q_tok + m % t.G * t.q_head;
+        outs[m] = t.out + m / t.G * t.q_tok + m % t.G * t.q_head;
+    }
+    auto p_of = [&](int64_t m) { return t.probs + m / t.G * t.p_tok + m % t.G * t.p_head; };
+#ifdef STRATA_HAVE_F16C
+    const bool avx512 = isa == CpuIsa::Avx512Vnni && D % 16 == 0;
+#else
+    const bool avx512 = false;
+#endif
+    // A float32 cache's rows are copied into L1 for a prompt's tiles, read in place for a decode step's query
+    // (one token: each row used by its few heads, straight from memory; copied, decode after 2048 tokens was 10-20%
+    // slower).
+    const bool copy = t.Qn > 1;
+    for (int64_t j0 = 0; j0 < n_max; j0 += block) {  // scores
+        const int64_t nb = std::min(block, n_max - j0);
+        int64_t rs = 0;
+        const float* rows = kv_rows(k, j0, nb, D, copy, wide.data(), &rs, isa);
+        if (avx512) {  // every query against every key of the block; past a query's own keys, unused
+            for (int64_t m = 0; m < M; ++m) ss[m] = p_of(m) + j0;
+            avx512::attention_scores(qs.data(), M, rows, rs, nb, D, scale, ss.data());
+            continue;
+        }
+        for (int64_t m = 0; m < M; ++m) {
+            const int64_t n = std::min(nb, n_of(m) - j0);
+            float* s = p_of(m) + j0;
             int64_t jj = 0;
-            for (; jj + 8 <= nb; jj += 8) store8f(pg + jj, dot8_rows(qg, rows + jj * stride, stride, D) * scale);
-            for (; jj < nb; ++jj) pg[jj] = dot_impl(qg, rows + jj * stride, D) * scale;
+            for (; jj + 8 <= n; jj += 8) scores_tile<8>(qs[m], rows + jj * rs, rs, D, scale, s + jj);
+            for (; jj < n; ++jj) scores_tile<1>(qs[m], rows + jj * rs, rs, D, scale, s + jj);
         }
     }
-    for (int64_t g = 0; g < G; ++g) {
-        softmax_row(probs + g * p_stride, n);
-        std::fill(out + g * qo_stride, out + g * qo_stride + D, 0.0f);
+    for (int64_t m = 0; m < M; ++m) {
+        softmax_row(p_of(m), n_of(m));
+        std::fill(outs[m], outs[m] + D, 0.0f);
     }
-    for (int64_t j0 = 0; j0 < n; j0 += block) {  // the weighted sum of the values
-        const int64_t nb = std::min(block, n - j0);
-        const float* rows = kv_rows(v, j0, nb, D, wide.data(), &stride, isa);
-        for (int64_t g = 0; g < G; ++g)
-            accumulate_rows(out + g * qo_stride, probs + g * p_stride + j0, rows, stride, nb, D);
+    for (int64_t j0 = 0; j0 < n_max; j0 += block) {  // the weighted sums of the values
+        const int64_t nb = std::min(block, n_max - j0);
+        int64_t rs = 0;
+        const float* rows = kv_rows(v, j0, nb, D, copy, wide.data(), &rs, isa);
+        for (int64_t m = 0; m < M; ++m) {
+            ps[m] = p_of(m) + j0;
+            nk[m] = std::clamp<int64_t>(n_of(m) - j0, 0, nb);
+        }
+        if (avx512) {
+            avx512::attention_values(outs.data(), ps.data(), nk.data(), M, rows, rs, D);
+            continue;
+        }
+        // Pairs of queries; where the second sees more keys (the next token), it goes on alone.
+        for (int64_t m = 0; m + 1 < M; m += 2) {
+            values_tile<2>({outs[m], outs[m + 1]}, {ps[m], ps[m + 1]}, rows, rs, nk[m], D);
+            values_tile<1>({outs[m + 1]}, {ps[m + 1] + nk[m]}, rows + nk[m] * rs, rs, nk[m + 1] - nk[m], D);
+        }
+        if (M % 2) values_tile<1>({outs[M - 1]}, {ps[M - 1]}, rows, rs, nk[M - 1], D);
     }
 }
 
@@ -479,9 +546,8 @@ void widen_f16(const uint16_t* h, float* out, int64_t n, CpuIsa isa) {
     widen_dispatch(DType::F16, p, out, n);
 }
 
-void attend_heads(const float* q, float* out, int64_t qo_stride, int64_t G, int64_t D, const KvHead& k,
-                  const KvHead& v, int64_t n, float scale, float* probs, int64_t p_stride, CpuIsa isa) {
-    attend_dispatch(q, out, qo_stride, G, D, k, v, n, scale, probs, p_stride, isa);
+void attend_heads(const QueryTile& t, const KvHead& k, const KvHead& v, float scale, CpuIsa isa) {
+    attend_dispatch(t, k, v, scale, isa);
 }
 
 void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1, CpuIsa isa) {

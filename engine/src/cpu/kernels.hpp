@@ -35,13 +35,24 @@ struct KvHead {
     KvHead columns(int64_t at) const { return {f32 ? f32 + at : nullptr, f16 ? f16 + at : nullptr, stride}; }
 };
 
-// Attention of one query for G query heads that share one kv head (grouped-query), over the first n keys:
-// probs[g, j] = softmax_j(q_g . k_j * scale) and out_g = sum_j probs[g, j] v_j, each head's sums in the order of
-// j. q and out: G rows of D floats at qo_stride; probs: G rows of n at p_stride (kept: the trace's attention).
-// Keys and values are read a block of rows at a time (binary16 rows widened once into L1) and used by all G
-// heads while there.
-void attend_heads(const float* q, float* out, int64_t qo_stride, int64_t G, int64_t D, const KvHead& k,
-                  const KvHead& v, int64_t n, float scale, float* probs, int64_t p_stride, CpuIsa isa);
+// A tile of queries that share one kv head (grouped-query attention): Qn consecutive tokens times G query heads.
+// Query (i, g) is the D floats at q + i * q_tok + g * q_head, its output goes to out + the same offset and its
+// probabilities to probs + i * p_tok + g * p_head, and it sees the first n0 + i keys (the causal mask). Every
+// probabilities row has room for n0 + Qn - 1 floats; past a query's own keys the kernels may leave scores there.
+struct QueryTile {
+    const float* q = nullptr;
+    float* out = nullptr;
+    int64_t q_tok = 0, q_head = 0;
+    float* probs = nullptr;  // the trace's attention, or scratch
+    int64_t p_tok = 0, p_head = 0;
+    int64_t Qn = 1, G = 1, D = 0, n0 = 1;
+};
+
+// Attention of a tile of queries: probs = softmax_j(q . k_j * scale) over its keys and out = sum_j probs_j v_j,
+// each sum in the order of j. Keys and values are read a block of rows at a time (binary16 rows widened once into
+// L1) and used by every query of the tile while there. A query's result is the same bits whatever tile it is in
+// (a prompt's tokens together, or one decode step).
+void attend_heads(const QueryTile& t, const KvHead& k, const KvHead& v, float scale, CpuIsa isa);
 
 // Decode (matrix-vector): out[r] = w[r, :] . x for r in [r0, r1).                x: [cols]; out: [rows]
 void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1, CpuIsa isa);
@@ -83,6 +94,14 @@ void matvec_bf16(const TensorView& w, const float* x, float* out, int64_t r0, in
 float to_f16(const float* x, uint16_t* h, int64_t n);
 void matvec_f16_h(const TensorView& w, const uint16_t* xh, float unscale, float* out, int64_t r0, int64_t r1,
                   int ahead);
+// Attention's two products for a block of nb key or value rows (D floats each, rs apart, D a multiple of 16), with
+// the generic kernels' arithmetic to the bit (attend_heads), on 16-wide vectors: two queries' 8-lane partial sums
+// side by side against each key, and four queries' weighted sums of each value row. Scores: s[m][jj] for every
+// query m < M and jj < nb. Values: out[m][c] += sum of p[m][jj] rows[jj][c] over jj < nk[m], in the order of jj.
+void attention_scores(const float* const* q, int64_t M, const float* rows, int64_t rs, int64_t nb, int64_t D,
+                      float scale, float* const* s);
+void attention_values(float* const* out, const float* const* p, const int64_t* nk, int64_t M, const float* rows,
+                      int64_t rs, int64_t D);
 }  // namespace avx512
 
 // The F16C kernels (kernels_f16c.cpp), for CPUs with AVX2 + FMA + F16C.

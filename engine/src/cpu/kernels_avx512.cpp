@@ -1,7 +1,7 @@
 // The prefill's register tile for CPUs with AVX-512: 16-wide float vectors and 32 registers allow a 4-row x 6-token
 // tile (24 accumulators; 10 loads per 24 FMAs, against 6 per 8 for the generic 2 x 4 tile), and masked loads take
 // the last columns. Compiled for AVX-512 in a `#pragma GCC target` region below the includes and called only when
-// the CPU has it (CpuIsa::Avx512Vnni). Also the F16 and BF16 decode kernels at the end.
+// the CPU has it (CpuIsa::Avx512Vnni). Also the F16 and BF16 decode kernels, and attention's two products.
 #include "cpu/kernels.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx2,fma,f16c")
@@ -199,6 +200,132 @@ void matvec_f16_h(const TensorView& w, const uint16_t* xh, float unscale, float*
         for (; i < n; ++i) s += load1(p, i) * load1(xb, i);
         out[r] = s * unscale;
     }
+}
+
+namespace {
+// The sum of each half's lanes 0, 2 beside b's, then lanes 4, 6 beside b's, plus the same of lanes 1, 3, 5, 7: in
+// each half of 8 lanes what attention's 8-lane pairwise step gives (kernels.cpp, scores_tile).
+inline __attribute__((always_inline)) __m512 pairs(__m512 a, __m512 b) {
+    const __m512i even = _mm512_set_epi32(30, 28, 14, 12, 26, 24, 10, 8, 22, 20, 6, 4, 18, 16, 2, 0);
+    const __m512i odd = _mm512_set_epi32(31, 29, 15, 13, 27, 25, 11, 9, 23, 21, 7, 5, 19, 17, 3, 1);
+    return _mm512_add_ps(_mm512_permutex2var_ps(a, even, b), _mm512_permutex2var_ps(a, odd, b));
+}
+inline __attribute__((always_inline)) float tree8(const float* a) {
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+// Eight floats in both halves.
+inline __attribute__((always_inline)) __m512 both_halves(const float* p) {
+    return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd(reinterpret_cast<const double*>(p))));
+}
+
+// Scores of P packed query pairs (qp: per pair D / 8 steps of 16 floats, the pair's 8 columns side by side)
+// against K (8 or 1) key rows: each lane of an accumulator is one query's 8-lane partial sum for one key.
+template <int P, int K>
+inline __attribute__((always_inline)) void pair_scores(const float* qp, int64_t pair_stride, const float* rows,
+                                                       int64_t rs, int64_t D, float scale, float* const* s,
+                                                       int64_t jj) {
+    __m512 acc[P][K];
+    for (int p = 0; p < P; ++p)
+        for (int k = 0; k < K; ++k) acc[p][k] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < D; c += 8) {
+        __m512 x[P];
+        for (int p = 0; p < P; ++p) x[p] = _mm512_loadu_ps(qp + p * pair_stride + 2 * c);
+        for (int k = 0; k < K; ++k) {
+            const __m512 r = both_halves(rows + k * rs + c);
+            for (int p = 0; p < P; ++p) acc[p][k] = _mm512_fmadd_ps(x[p], r, acc[p][k]);
+        }
+    }
+    const __m512 sc = _mm512_set1_ps(scale);
+    for (int p = 0; p < P; ++p) {
+        if constexpr (K == 8) {
+            const __m512 u0 = pairs(pairs(acc[p][0], acc[p][1]), pairs(acc[p][2], acc[p][3]));
+            const __m512 u1 = pairs(pairs(acc[p][4], acc[p][5]), pairs(acc[p][6], acc[p][7]));
+            // Per half: lanes 0-3 of u0 and of u1, plus their lanes 4-7: the eight keys' sums in order.
+            const __m512i lo = _mm512_set_epi32(27, 26, 25, 24, 11, 10, 9, 8, 19, 18, 17, 16, 3, 2, 1, 0);
+            const __m512i hi = _mm512_set_epi32(31, 30, 29, 28, 15, 14, 13, 12, 23, 22, 21, 20, 7, 6, 5, 4);
+            const __m512 v = _mm512_mul_ps(
+                _mm512_add_ps(_mm512_permutex2var_ps(u0, lo, u1), _mm512_permutex2var_ps(u0, hi, u1)), sc);
+            _mm256_storeu_ps(s[2 * p] + jj, _mm512_castps512_ps256(v));
+            _mm256_storeu_ps(s[2 * p + 1] + jj, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+        } else {
+            alignas(64) float a[16];
+            _mm512_store_ps(a, acc[p][0]);
+            s[2 * p][jj] = tree8(a) * scale;
+            s[2 * p + 1][jj] = tree8(a + 8) * scale;
+        }
+    }
+}
+
+// out_q[c] += sum_jj p_q[jj] rows[jj][c] for Q queries, c in [c0, c0 + 16 U).
+template <int Q, int U>
+inline __attribute__((always_inline)) void values_tile(float* const* out, const float* const* p, const float* rows,
+                                                       int64_t rs, int64_t nb, int64_t c0) {
+    __m512 acc[Q][U];
+    for (int q = 0; q < Q; ++q)
+        for (int u = 0; u < U; ++u) acc[q][u] = _mm512_loadu_ps(out[q] + c0 + 16 * u);
+    for (int64_t jj = 0; jj < nb; ++jj) {
+        __m512 r[U];
+        for (int u = 0; u < U; ++u) r[u] = _mm512_loadu_ps(rows + jj * rs + c0 + 16 * u);
+        for (int q = 0; q < Q; ++q) {
+            const __m512 pj = _mm512_set1_ps(p[q][jj]);
+            for (int u = 0; u < U; ++u) acc[q][u] = _mm512_fmadd_ps(pj, r[u], acc[q][u]);
+        }
+    }
+    for (int q = 0; q < Q; ++q)
+        for (int u = 0; u < U; ++u) _mm512_storeu_ps(out[q] + c0 + 16 * u, acc[q][u]);
+}
+template <int Q>
+inline __attribute__((always_inline)) void values_rows(float* const* out, const float* const* p, const float* rows,
+                                                       int64_t rs, int64_t nb, int64_t D) {
+    int64_t c = 0;
+    for (; c + 64 <= D; c += 64) values_tile<Q, 4>(out, p, rows, rs, nb, c);
+    for (; c < D; c += 16) values_tile<Q, 1>(out, p, rows, rs, nb, c);
+}
+}  // namespace
+
+void attention_scores(const float* const* q, int64_t M, const float* rows, int64_t rs, int64_t nb, int64_t D,
+                      float scale, float* const* s) {
+    thread_local std::vector<float> qp;  // the queries in pairs; an odd last query is paired with itself
+    const int64_t pairs_n = (M + 1) / 2, pair_stride = 2 * D;
+    qp.resize(static_cast<size_t>(pairs_n * pair_stride));
+    for (int64_t pr = 0; pr < pairs_n; ++pr) {
+        const float* a = q[2 * pr];
+        const float* b = q[std::min(2 * pr + 1, M - 1)];
+        for (int64_t c = 0; c < D; c += 8) {
+            std::copy(a + c, a + c + 8, qp.data() + pr * pair_stride + 2 * c);
+            std::copy(b + c, b + c + 8, qp.data() + pr * pair_stride + 2 * c + 8);
+        }
+    }
+    thread_local std::vector<float> twin;  // where an odd last query's twin goes
+    twin.resize(static_cast<size_t>(nb));
+    for (int64_t pr = 0; pr < pairs_n; pr += 2) {
+        const int P = pr + 2 <= pairs_n ? 2 : 1;
+        float* sp[4];
+        for (int i = 0; i < 2 * P; ++i) sp[i] = 2 * pr + i < M ? s[2 * pr + i] : twin.data();
+        const float* qpp = qp.data() + pr * pair_stride;
+        int64_t jj = 0;
+        if (P == 2) {
+            for (; jj + 8 <= nb; jj += 8) pair_scores<2, 8>(qpp, pair_stride, rows + jj * rs, rs, D, scale, sp, jj);
+            for (; jj < nb; ++jj) pair_scores<2, 1>(qpp, pair_stride, rows + jj * rs, rs, D, scale, sp, jj);
+        } else {
+            for (; jj + 8 <= nb; jj += 8) pair_scores<1, 8>(qpp, pair_stride, rows + jj * rs, rs, D, scale, sp, jj);
+            for (; jj < nb; ++jj) pair_scores<1, 1>(qpp, pair_stride, rows + jj * rs, rs, D, scale, sp, jj);
+        }
+    }
+}
+
+void attention_values(float* const* out, const float* const* p, const int64_t* nk, int64_t M, const float* rows,
+                      int64_t rs, int64_t D) {
+    int64_t m = 0;
+    for (; m + 4 <= M; m += 4) {
+        const int64_t common = std::min({nk[m], nk[m + 1], nk[m + 2], nk[m + 3]});
+        values_rows<4>(out + m, p + m, rows, rs, common, D);
+        for (int64_t i = m; i < m + 4; ++i) {
+            const float* rest = p[i] + common;
+            values_rows<1>(out + i, &rest, rows + common * rs, rs, nk[i] - common, D);
+        }
+    }
+    for (; m < M; ++m) values_rows<1>(out + m, p + m, rows, rs, nk[m], D);
 }
 
 }  // namespace strata::cpu::avx512
