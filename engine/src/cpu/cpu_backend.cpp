@@ -438,7 +438,7 @@ void CpuBackend::attend(Buf out, Buf q, const KvHead& keys, const KvHead& values
     const int64_t wanted = std::clamp<int64_t>((2 * pool_.size() + groups - 1) / groups, 1, n_rep);
     const int64_t per_part = (n_rep + wanted - 1) / wanted, parts = (n_rep + per_part - 1) / per_part;
     pool_.parallel_for(groups * parts, 1, [&](int64_t i0, int64_t i1) {
-        thread_local std::vector<float> scores;  // [Qn, G, L] where the probabilities are not kept
+        thread_local std::vector<float> scores;  // [Qn, G, pos0 + t0 + Qn] where the probabilities are not kept
         for (int64_t item = i0; item < i1; ++item) {
             const int64_t part = item % parts, tile = item / parts % tiles, kv_h = item / (parts * tiles);
             const int64_t g0 = part * per_part, G = std::min(n_rep, g0 + per_part) - g0;  // G >= 1
@@ -451,8 +451,9 @@ void CpuBackend::attend(Buf out, Buf q, const KvHead& keys, const KvHead& values
                 qt.probs = p_out + (h0 * T + t0) * L;  // rows [h0 + g, t0 + i] of [n_heads, T, L]
                 qt.p_tok = L, qt.p_head = T * L;
             } else {
-                scores.resize(static_cast<size_t>(Qn * G * L));
-                qt.probs = scores.data(), qt.p_tok = G * L, qt.p_head = L;
+                const int64_t n_max = pos0 + t0 + Qn;  // the tile's last query's keys
+                scores.resize(static_cast<size_t>(Qn * G * n_max));
+                qt.probs = scores.data(), qt.p_tok = G * n_max, qt.p_head = n_max;
             }
             cpu::attend_heads(qt, keys.columns(at), values.columns(at), scale, float_isa_);
             if (p_out)
