@@ -252,6 +252,10 @@ STRATA_INLINE void scores_tile(const float* q, const float* rows, int64_t rs, in
         const v8f u0 = pairs(pairs(a[0], a[1]), pairs(a[2], a[3])), u1 = pairs(pairs(a[4], a[5]), pairs(a[6], a[7]));
         const v8f h = __builtin_shufflevector(u0, u1, 0, 1, 2, 3, 8, 9, 10, 11) +
                       __builtin_shufflevector(u0, u1, 4, 5, 6, 7, 12, 13, 14, 15);
+        if (c == D) {
+            store8f(s, h * scale);  // what the loop below gives, as one vector
+            return;
+        }
         for (int kk = 0; kk < 8; ++kk) s[kk] = score_tail(h[kk], q, rows + kk * rs, c, D) * scale;
     } else {
         s[0] = score_tail(tree8(a[0]), q, rows, c, D) * scale;
@@ -263,21 +267,22 @@ STRATA_INLINE void scores_tile(const float* q, const float* rows, int64_t rs, in
 template <int NQ>
 STRATA_INLINE void values_tile(float* const (&out)[NQ], const float* const (&p)[NQ], const float* rows, int64_t rs,
                                int64_t nb, int64_t D) {
+    constexpr int U = 8 / NQ;  // vectors of columns per pass: 8 accumulators
     int64_t c = 0;
-    for (; c + 32 <= D; c += 32) {
-        v8f a[NQ][4];
+    for (; c + 8 * U <= D; c += 8 * U) {
+        v8f a[NQ][U];
         for (int qi = 0; qi < NQ; ++qi)
-            for (int u = 0; u < 4; ++u) a[qi][u] = load8f(out[qi] + c + 8 * u);
+            for (int u = 0; u < U; ++u) a[qi][u] = load8f(out[qi] + c + 8 * u);
         for (int64_t jj = 0; jj < nb; ++jj) {
-            const float* r = rows + jj * rs + c;
-            const v8f r0 = load8f(r), r1 = load8f(r + 8), r2 = load8f(r + 16), r3 = load8f(r + 24);
+            v8f r[U];
+            for (int u = 0; u < U; ++u) r[u] = load8f(rows + jj * rs + c + 8 * u);
             for (int qi = 0; qi < NQ; ++qi) {
                 const float pj = p[qi][jj];
-                a[qi][0] += pj * r0, a[qi][1] += pj * r1, a[qi][2] += pj * r2, a[qi][3] += pj * r3;
+                for (int u = 0; u < U; ++u) a[qi][u] += pj * r[u];
             }
         }
         for (int qi = 0; qi < NQ; ++qi)
-            for (int u = 0; u < 4; ++u) store8f(out[qi] + c + 8 * u, a[qi][u]);
+            for (int u = 0; u < U; ++u) store8f(out[qi] + c + 8 * u, a[qi][u]);
     }
     for (; c + 8 <= D; c += 8) {
         v8f a[NQ];
@@ -497,12 +502,15 @@ STRATA_SIMD_CLONES void attend_dispatch(const QueryTile& t, const KvHead& k, con
             avx512::attention_values(outs.data(), ps.data(), nk.data(), M, rows, rs, D);
             continue;
         }
-        // Pairs of queries; where the second sees more keys (the next token), it goes on alone.
-        for (int64_t m = 0; m + 1 < M; m += 2) {
-            values_tile<2>({outs[m], outs[m + 1]}, {ps[m], ps[m + 1]}, rows, rs, nk[m], D);
-            values_tile<1>({outs[m + 1]}, {ps[m + 1] + nk[m]}, rows + nk[m] * rs, rs, nk[m + 1] - nk[m], D);
+        // Four queries at a time; where the later ones see more keys (the next tokens), each goes on alone.
+        int64_t m = 0;
+        for (; m + 4 <= M; m += 4) {
+            values_tile<4>({outs[m], outs[m + 1], outs[m + 2], outs[m + 3]}, {ps[m], ps[m + 1], ps[m + 2], ps[m + 3]},
+                           rows, rs, nk[m], D);
+            for (int64_t i = m + 1; i < m + 4; ++i)
+                values_tile<1>({outs[i]}, {ps[i] + nk[m]}, rows + nk[m] * rs, rs, nk[i] - nk[m], D);
         }
-        if (M % 2) values_tile<1>({outs[M - 1]}, {ps[M - 1]}, rows, rs, nk[M - 1], D);
+        for (; m < M; ++m) values_tile<1>({outs[m]}, {ps[m]}, rows, rs, nk[m], D);
     }
 }
 
