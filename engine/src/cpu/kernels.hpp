@@ -95,8 +95,9 @@ float to_f16(const float* x, uint16_t* h, int64_t n);
 void matvec_f16_h(const TensorView& w, const uint16_t* xh, float unscale, float* out, int64_t r0, int64_t r1,
                   int ahead);
 // Attention's two products for a block of nb key or value rows (D floats each, rs apart, D a multiple of 16), with
-// the generic kernels' arithmetic to the bit (attend_heads), on 16-wide vectors: two queries' 8-lane partial sums
-// side by side against each key, and four queries' weighted sums of each value row. Scores: s[m][jj] for every
+// the generic kernels' sums (attend_heads; the same bits where the compiler fuses their multiply-adds, as at -O2
+// and up), on 16-wide vectors: two queries' 8-lane partial sums side by side against each key, and four queries'
+// weighted sums of each value row. Scores: s[m][jj] for every
 // query m < M and jj < nb. Values: out[m][c] += sum of p[m][jj] rows[jj][c] over jj < nk[m], in the order of jj.
 void attention_scores(const float* const* q, int64_t M, const float* rows, int64_t rs, int64_t nb, int64_t D,
                       float scale, float* const* s);
