@@ -445,14 +445,14 @@ STRATA_SIMD_CLONES void tiles_dispatch(const float* wblock, int64_t nrows, const
 STRATA_SIMD_CLONES void attend_dispatch(const QueryTile& t, const KvHead& k, const KvHead& v, float scale,
                                         CpuIsa isa) {
     thread_local std::vector<float> wide;  // [block, D]: a block of rows, copied or widened
-    thread_local std::vector<const float*> qs, ps;
-    thread_local std::vector<float*> outs, ss;
+    thread_local std::vector<const float*> qs;
+    thread_local std::vector<float*> outs, ps;  // ps: each query's probabilities from the block's first key
     thread_local std::vector<int64_t> nk;
     const int64_t D = t.D, M = t.Qn * t.G, n_max = t.n0 + t.Qn - 1;
     const int64_t block = std::max<int64_t>(1, kKvBlockFloats / D);
     wide.resize(static_cast<size_t>(block * D));
     qs.resize(static_cast<size_t>(M)), ps.resize(static_cast<size_t>(M));
-    outs.resize(static_cast<size_t>(M)), ss.resize(static_cast<size_t>(M)), nk.resize(static_cast<size_t>(M));
+    outs.resize(static_cast<size_t>(M)), nk.resize(static_cast<size_t>(M));
     // Query m is head m % G of token m / G.
     auto n_of = [&](int64_t m) { return t.n0 + m / t.G; };
     for (int64_t m = 0; m < M; ++m) {
@@ -474,8 +474,8 @@ STRATA_SIMD_CLONES void attend_dispatch(const QueryTile& t, const KvHead& k, con
         int64_t rs = 0;
         const float* rows = kv_rows(k, j0, nb, D, copy, wide.data(), &rs, isa);
         if (avx512) {  // every query against every key of the block; past a query's own keys, unused
-            for (int64_t m = 0; m < M; ++m) ss[m] = p_of(m) + j0;
-            avx512::attention_scores(qs.data(), M, rows, rs, nb, D, scale, ss.data());
+            for (int64_t m = 0; m < M; ++m) ps[m] = p_of(m) + j0;
+            avx512::attention_scores(qs.data(), M, rows, rs, nb, D, scale, ps.data());
             continue;
         }
         for (int64_t m = 0; m < M; ++m) {
