@@ -249,7 +249,7 @@ STRATA_COMMAND(Command{"bench",
                            {"prompt", "N", "prompt tokens for the prefill measurement (default 128)"},
                            {"gen", "M", "tokens to decode for the decode measurement (default 32)"},
                            {"bandwidth-mib", "N", "MiB read by the memory bandwidth probe (default 1024)"},
-                           {"repeats", "R", "repeats of each measurement; the best counts (default 5)"},
+                           {"repeats", "R", "repeats of the memory bandwidth probe; the best counts (default 5)"},
                            {"kv-cache", "f32|f16", kv_cache_help()},
                        })});
 
