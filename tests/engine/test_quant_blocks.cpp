@@ -537,6 +537,7 @@ TEST_CASE("activations quantize to 8-bit blocks of 32: d = max|x| / 127, q = rou
             const int q = a.q[size_t(32 * k + i)];
             sum += q;
             CHECK(std::abs(q) <= 127);
+            CHECK(int(a.qu[size_t(32 * k + i)]) == q + 128);
             if (amax > 0) CHECK(std::fabs(float(q) - v * (127.0f / amax)) <= 0.5f);
             else CHECK(q == 0);
         }

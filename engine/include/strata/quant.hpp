@@ -76,6 +76,8 @@ struct Q8Activations {
                                // read two blocks' scales, one per half of a vector, with one load)
     std::vector<int16_t> pair32;  // [n / 2]: 32 * (q[2i] + q[2i + 1]), the offset of Q6_K's levels (q - 32) in
                                   // the pairwise sums of the 256-bit kernels' vpmaddubsw
+    std::vector<uint8_t> qu;      // [n]: q + 128 as unsigned bytes (q with its sign bit flipped), what the 256-bit
+                                  // Q6_K kernel multiplies the signed levels of a prefill by
 };
 
 // Quantizes x[0..n) (n a multiple of 32) into `out`, reusing its storage. Non-finite x gives non-finite d.

@@ -188,6 +188,8 @@ void quantize_activations(const float* x, int64_t n, Q8Activations& out) {
     out.sum32.resize(static_cast<size_t>(n / 32));
     out.pair32.resize(static_cast<size_t>(n / 2));
     quantize_blocks(x, n / 32, out.q.data(), out.d.data(), out.sum32.data(), out.pair32.data());
+    out.qu.resize(static_cast<size_t>(n));
+    for (size_t i = 0; i < out.qu.size(); ++i) out.qu[i] = static_cast<uint8_t>(out.q[i] ^ 0x80);
     out.d8.resize(static_cast<size_t>(n / 32 * 8));
     for (size_t k = 0; k < out.d.size(); ++k)
         std::fill_n(out.d8.begin() + static_cast<std::ptrdiff_t>(8 * k), 8, out.d[k]);
