@@ -555,6 +555,7 @@ TEST_CASE("activations quantize to 8-bit blocks of 32: d = max|x| / 127, q = rou
     CHECK(std::isfinite(a.d[0]));
     CHECK(std::isnan(a.d[1]));
     CHECK(std::all_of(a.pair32.begin() + 16, a.pair32.end(), [](int16_t v) { return v == 0; }));
+    CHECK(std::all_of(a.qu.begin() + 32, a.qu.end(), [](uint8_t v) { return v == 128; }));
     CHECK_THROWS_AS(quant::quantize_activations(bad.data(), 48, a), Error);
 }
 

@@ -114,13 +114,14 @@ float dot_generic(DType t, const uint8_t* row, const Q8Activations& x, int64_t f
 
 // Blocks of 32: d = max|x| / 127, q = round-to-even(x / d). Cloned so the loops vectorise.
 STRATA_SIMD_CLONES void quantize_blocks(const float* x, int64_t nb, int8_t* q, float* d, float* sum32,
-                                        int16_t* pair32) {
-    for (int64_t k = 0; k < nb; ++k, x += 32, q += 32, pair32 += 16) {
+                                        int16_t* pair32, uint8_t* qu) {
+    for (int64_t k = 0; k < nb; ++k, x += 32, q += 32, pair32 += 16, qu += 32) {
         float amax = 0;
         for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
         if (!std::isfinite(amax)) {  // NaN / Inf in x: every dot with this block becomes NaN, as the exact path's
             std::memset(q, 0, 32);
             std::memset(pair32, 0, 32);
+            std::memset(qu, 0x80, 32);
             d[k] = sum32[k] = std::numeric_limits<float>::quiet_NaN();
             continue;
         }
@@ -134,6 +135,7 @@ STRATA_SIMD_CLONES void quantize_blocks(const float* x, int64_t nb, int8_t* q, f
         d[k] = dk;
         sum32[k] = dk * static_cast<float>(sum);
         for (int i = 0; i < 16; ++i) pair32[i] = static_cast<int16_t>(32 * (q[2 * i] + q[2 * i + 1]));
+        for (int i = 0; i < 32; ++i) qu[i] = static_cast<uint8_t>(q[i] + 128);
     }
 }
 
@@ -187,9 +189,8 @@ void quantize_activations(const float* x, int64_t n, Q8Activations& out) {
     out.d.resize(static_cast<size_t>(n / 32));
     out.sum32.resize(static_cast<size_t>(n / 32));
     out.pair32.resize(static_cast<size_t>(n / 2));
-    quantize_blocks(x, n / 32, out.q.data(), out.d.data(), out.sum32.data(), out.pair32.data());
     out.qu.resize(static_cast<size_t>(n));
-    for (size_t i = 0; i < out.qu.size(); ++i) out.qu[i] = static_cast<uint8_t>(out.q[i] ^ 0x80);
+    quantize_blocks(x, n / 32, out.q.data(), out.d.data(), out.sum32.data(), out.pair32.data(), out.qu.data());
     out.d8.resize(static_cast<size_t>(n / 32 * 8));
     for (size_t k = 0; k < out.d.size(); ++k)
         std::fill_n(out.d8.begin() + static_cast<std::ptrdiff_t>(8 * k), 8, out.d[k]);
