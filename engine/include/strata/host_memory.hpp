@@ -3,7 +3,9 @@
 // refused with a message rather than attempted), and sizes written for people.
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <string>
+#include <vector>
 
 namespace strata {
 
@@ -12,6 +14,22 @@ uint64_t host_memory_available();
 
 // "1.25 GiB", "512.0 MiB", "96.0 KiB", "17 bytes".
 std::string format_bytes(uint64_t bytes);
+
+// Storage that starts on a 64-byte boundary, for the buffers kernels read with 32- and 64-byte loads. glibc puts
+// a large block 16 bytes past a page boundary, where every second 32-byte load straddles two cache lines (the
+// integer-dot prefill kernels were 8-15% slower for it, measured in docs/performance.md).
+template <typename T>
+struct CacheLineAllocator {
+    using value_type = T;
+    CacheLineAllocator() = default;
+    template <typename U>
+    CacheLineAllocator(const CacheLineAllocator<U>&) {}
+    T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
+    void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
+    friend bool operator==(const CacheLineAllocator&, const CacheLineAllocator&) { return true; }
+};
+template <typename T>
+using CacheLineVector = std::vector<T, CacheLineAllocator<T>>;
 
 // Anonymous memory for large data read as streams (the CPU backend's weights), aligned to 2 MiB and given to the
 // kernel as wanting transparent huge pages (madvise): a stream then crosses a page boundary (a TLB miss, and

@@ -32,6 +32,7 @@
 
 #include "strata/cpu_isa.hpp"
 #include "strata/dtype.hpp"
+#include "strata/host_memory.hpp"
 
 namespace strata::quant {
 
@@ -69,15 +70,15 @@ double bits_per_weight(DType t);
 // docs/performance.md).
 struct Q8Activations {
     int64_t n = 0;
-    std::vector<int8_t> q;     // [n]
-    std::vector<float> d;      // [n / 32]
-    std::vector<float> sum32;  // [n / 32]: d * sum of q over each 32 elements
-    std::vector<float> d8;     // [n / 32 * 8]: d with each scale in 8 consecutive lanes (the 512-bit kernels
-                               // read two blocks' scales, one per half of a vector, with one load)
-    std::vector<int16_t> pair32;  // [n / 2]: 32 * (q[2i] + q[2i + 1]), the offset of Q6_K's levels (q - 32) in
-                                  // the pairwise sums of the 256-bit kernels' vpmaddubsw
-    std::vector<uint8_t> qu;      // [n]: q + 128 as unsigned bytes (q with its sign bit flipped), what the 256-bit
-                                  // Q6_K kernel multiplies the signed levels of a prefill by
+    CacheLineVector<int8_t> q;      // [n]
+    CacheLineVector<float> d;       // [n / 32]
+    CacheLineVector<float> sum32;   // [n / 32]: d * sum of q over each 32 elements
+    CacheLineVector<float> d8;      // [n / 32 * 8]: d with each scale in 8 consecutive lanes (the 512-bit kernels
+                                    // read two blocks' scales, one per half of a vector, with one load)
+    CacheLineVector<int16_t> pair32;  // [n / 2]: 32 * (q[2i] + q[2i + 1]), the offset of Q6_K's levels (q - 32)
+                                      // in the pairwise sums of the 256-bit kernels' vpmaddubsw
+    CacheLineVector<uint8_t> qu;      // [n]: q + 128 as unsigned bytes (q with its sign bit flipped), what the
+                                      // 256-bit Q6_K kernel multiplies the signed levels of a prefill by
 };
 
 // Quantizes x[0..n) (n a multiple of 32) into `out`, reusing its storage. Non-finite x gives non-finite d.

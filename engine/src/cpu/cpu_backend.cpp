@@ -210,7 +210,7 @@ Buf CpuBackend::alloc(int64_t n, std::string_view debug_name) {
 
 void CpuBackend::free(Buf b) {
     if (!b.valid() || b.id >= buffers_.size() || !live_[b.id]) return;
-    std::vector<float>().swap(buffers_[b.id]);
+    CacheLineVector<float>().swap(buffers_[b.id]);
     live_[b.id] = false;
     free_ids_.push_back(b.id);
 }
@@ -297,7 +297,7 @@ void CpuBackend::matmul(Buf out, Buf x, const TensorView& mapped, int64_t T) {
     }
     // Prefill: each block of rows is widened once and used for every token.
     pool_.parallel_for(rows, kRowBlock, [&](int64_t r0, int64_t r1) {
-        thread_local std::vector<float> scratch;  // [kRowBlock, cols]
+        thread_local CacheLineVector<float> scratch;  // [kRowBlock, cols]
         scratch.resize(static_cast<size_t>(kRowBlock * cols));
         matmul_rows(w, xs, T, o, r0, r1, scratch.data(), float_isa_);
     });

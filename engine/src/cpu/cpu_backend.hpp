@@ -102,7 +102,7 @@ private:
     }
 
     std::vector<double> freqs_;  // [head_dim / 2] RoPE angle per position for each pair
-    std::vector<std::vector<float>> buffers_;
+    std::vector<CacheLineVector<float>> buffers_;
     std::vector<bool> live_;
     std::vector<uint32_t> free_ids_;
     // Results of the current step, by Readback id: a copy (readback) or a top-k list (topk).
