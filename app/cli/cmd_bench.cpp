@@ -135,8 +135,10 @@ int run_bench(const Args& args) {
     cheap.residuals = false;
     cheap.top_k = 0;
 
-    // A short warm-up pass touches every weight page and the scratch buffers, then the cache is rewound.
-    tf.prefill(cache, std::span(prompt).subspan(0, std::min<size_t>(prompt.size(), 8)), cheap);
+    // A warm-up pass of the prompt (its first 512 tokens), as llama-bench's: it touches every weight page and
+    // sizes the scratch buffers for the measured pass (an 8-token one left that to the measurement), then the
+    // cache is rewound.
+    tf.prefill(cache, std::span(prompt).subspan(0, std::min<size_t>(prompt.size(), 512)), cheap);
     cache.truncate(0);
 
     auto t = Clock::now();
