@@ -557,6 +557,27 @@ TEST_CASE("activations quantize to 8-bit blocks of 32: d = max|x| / 127, q = rou
     CHECK(std::all_of(a.pair32.begin() + 16, a.pair32.end(), [](int16_t v) { return v == 0; }));
     CHECK(std::all_of(a.qu.begin() + 32, a.qu.end(), [](uint8_t v) { return v == 128; }));
     CHECK_THROWS_AS(quant::quantize_activations(bad.data(), 48, a), Error);
+    // NaN as well (which std::max passes over): one NaN among finite values, a block of NaN, a negative NaN.
+    // Each such block's scale is NaN, so every dot product over it is NaN on every instruction set, as on the
+    // exact path, and the finite blocks around them are untouched.
+    std::vector<float> nan(128, 1.0f);
+    nan[5] = std::numeric_limits<float>::quiet_NaN();
+    std::fill(nan.begin() + 32, nan.begin() + 64, std::numeric_limits<float>::quiet_NaN());
+    nan[100] = -std::numeric_limits<float>::quiet_NaN();
+    quant::quantize_activations(nan.data(), 128, a);
+    CHECK(std::isnan(a.d[0]));
+    CHECK(std::isnan(a.d[1]));
+    CHECK(a.d[2] == 1.0f / 127.0f);
+    CHECK(std::isnan(a.d[3]));
+    CHECK(std::isnan(a.sum32[0]));
+    std::vector<float> ones(128, 0.5f);
+    std::vector<uint8_t> row(size_t(dtype_bytes(DType::Q8_0, 128)));
+    quant::quantize(DType::Q8_0, ones.data(), row.data(), 128);
+    for (CpuIsa isa : supported_cpu_isas()) {
+        INFO(cpu_isa_name(isa));
+        CHECK(std::isnan(quant::dot_q8(DType::Q8_0, row.data(), a, 0, 128, isa)));
+        CHECK(quant::dot_q8(DType::Q8_0, row.data(), a, 64, 32, isa) == Approx(16.0f).epsilon(1e-3));  // finite
+    }
 }
 
 // The same quantized math, written out in double: sum over weights of the reference decoder's w[i] (the scalar

@@ -117,8 +117,14 @@ STRATA_SIMD_CLONES void quantize_blocks(const float* x, int64_t nb, int8_t* q, f
                                         int16_t* pair32, uint8_t* qu) {
     for (int64_t k = 0; k < nb; ++k, x += 32, q += 32, pair32 += 16, qu += 32) {
         float amax = 0;
-        for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
-        if (!std::isfinite(amax)) {  // NaN / Inf in x: every dot with this block becomes NaN, as the exact path's
+        bool nan = false;  // std::max passes over a NaN (every comparison with it is false): looked for apart
+        for (int i = 0; i < 32; ++i) {
+            amax = std::max(amax, std::fabs(x[i]));
+            nan |= x[i] != x[i];
+        }
+        // NaN / Inf in x: every dot with this block becomes NaN, as the exact path's (a NaN used to pass as a
+        // level of 0 and an all-NaN block as d = 0: finite results from NaN activations).
+        if (nan || !std::isfinite(amax)) {
             std::memset(q, 0, 32);
             std::memset(pair32, 0, 32);
             std::memset(qu, 0x80, 32);
