@@ -152,7 +152,9 @@ STRATA_SIMD_CLONES void quantize_blocks(const float* x, int64_t nb, int8_t* q, f
 #pragma GCC target("avx2,fma,f16c")
 namespace avx2 {
 #define STRATA_DOT4(u, s) _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))
+#define STRATA_X86_MADDUBS 1
 #include "quant/dot_q8_x86.inc"
+#undef STRATA_X86_MADDUBS
 #undef STRATA_DOT4
 }  // namespace avx2
 #pragma GCC pop_options
