@@ -691,7 +691,7 @@ TEST_CASE("the CPU backend's integer-dot path matches quant::dot_q8 and is close
     // Q8_0 and Q4_0 rows whose block count is odd (the last block outside the 512-bit pairs), Q8_0's in pairs and
     // alone (an odd number of rows): still dot_q8's bits. 77 blocks: the 256-bit prefill's scale products in a
     // chunk of 64 and one of 13 (eight at a time, then five alone). 13 tokens: Q4_0 rows widened into Q8_0
-    // blocks (kWidenTokens), the last group a single token.
+    // blocks (widen_row), the last group a single token.
     for (DType t : {DType::Q8_0, DType::Q4_0}) {
         matrix_equals_dot_q8(t, 5, 32 * 25, 6, rng);
         matrix_equals_dot_q8(t, 5, 32 * 77, 7, rng);
