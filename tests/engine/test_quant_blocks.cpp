@@ -545,6 +545,16 @@ TEST_CASE("activations quantize to 8-bit blocks of 32: d = max|x| / 127, q = rou
         for (int i = 0; i < 16; ++i)
             CHECK(a.pair32[size_t(16 * k + i)] == 32 * (a.q[size_t(32 * k + 2 * i)] + a.q[size_t(32 * k + 2 * i + 1)]));
     }
+    // qk: q with the middle quarters of each 64 elements swapped (what the 256-bit K kernels read); a last 32 of
+    // an odd number of blocks as it is.
+    auto swapped = [](int64_t i) {
+        const int64_t j = i % 64;
+        return i - j + (j >= 16 && j < 32 ? j + 16 : j >= 32 && j < 48 ? j - 16 : j);
+    };
+    for (int64_t i = 0; i < n; ++i) CHECK(a.qk[size_t(i)] == a.q[size_t(swapped(i))]);
+    quant::Q8Activations odd;
+    quant::quantize_activations(x.data(), 96, odd);
+    for (int64_t i = 0; i < 96; ++i) CHECK(odd.qk[size_t(i)] == odd.q[size_t(i < 64 ? swapped(i) : i)]);
     // The rounding error is at most half a level per element: relative RMS ~0.3% for gaussian blocks.
     std::vector<float> y(x.size());
     for (int64_t i = 0; i < n; ++i) y[size_t(i)] = a.d[size_t(i / 32)] * float(a.q[size_t(i)]);

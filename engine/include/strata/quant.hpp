@@ -79,6 +79,8 @@ struct Q8Activations {
                                       // in the pairwise sums of the 256-bit kernels' vpmaddubsw
     CacheLineVector<uint8_t> qu;      // [n]: q + 128 as unsigned bytes (q with its sign bit flipped), what the
                                       // 256-bit Q6_K kernel multiplies the signed levels of a prefill by
+    CacheLineVector<int8_t> qk;  // [n]: q with the middle quarters of each 64 swapped (elements 0-15, 32-47, 16-31,
+                                 // 48-63), so that a 256-bit Q4_K / Q5_K kernel's 16-byte halves pair two blocks
 };
 
 // Quantizes x[0..n) (n a multiple of 32) into `out`, reusing its storage. Non-finite x gives non-finite d.

@@ -152,9 +152,13 @@ STRATA_SIMD_CLONES void quantize_blocks(const float* x, int64_t nb, int8_t* q, f
 #pragma GCC target("avx2,fma,f16c")
 namespace avx2 {
 #define STRATA_DOT4(u, s) _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))
+#define STRATA_DOT4X2(u0, s0, u1, s1)                                                                \
+    _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(u0, s0), _mm256_maddubs_epi16(u1, s1)), \
+                      _mm256_set1_epi16(1))
 #define STRATA_X86_MADDUBS 1
 #include "quant/dot_q8_x86.inc"
 #undef STRATA_X86_MADDUBS
+#undef STRATA_DOT4X2
 #undef STRATA_DOT4
 }  // namespace avx2
 #pragma GCC pop_options
@@ -163,6 +167,7 @@ namespace avx2 {
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")
 namespace avx512_vnni {
 #define STRATA_DOT4(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s)
+#define STRATA_DOT4X2(u0, s0, u1, s1) _mm256_dpbusd_epi32(STRATA_DOT4(u0, s0), u1, s1)
 #define STRATA_X86_512 1
 // GCC 12's 512-bit insert / permute / convert intrinsics pass an undefined vector as their merge source and warn
 // that it "may be used uninitialized" wherever they are inlined (GCC bug 105593, fixed in 13).
@@ -171,6 +176,7 @@ namespace avx512_vnni {
 #include "quant/dot_q8_x86.inc"
 #pragma GCC diagnostic pop
 #undef STRATA_X86_512
+#undef STRATA_DOT4X2
 #undef STRATA_DOT4
 }  // namespace avx512_vnni
 #pragma GCC pop_options
@@ -179,7 +185,9 @@ namespace avx512_vnni {
 #pragma GCC target("avx2,fma,f16c,avxvnni")
 namespace avx_vnni {
 #define STRATA_DOT4(u, s) _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s)
+#define STRATA_DOT4X2(u0, s0, u1, s1) _mm256_dpbusd_avx_epi32(STRATA_DOT4(u0, s0), u1, s1)
 #include "quant/dot_q8_x86.inc"
+#undef STRATA_DOT4X2
 #undef STRATA_DOT4
 }  // namespace avx_vnni
 #pragma GCC pop_options
@@ -199,6 +207,18 @@ void quantize_activations(const float* x, int64_t n, Q8Activations& out) {
     out.pair32.resize(static_cast<size_t>(n / 2));
     out.qu.resize(static_cast<size_t>(n));
     quantize_blocks(x, n / 32, out.q.data(), out.d.data(), out.sum32.data(), out.pair32.data(), out.qu.data());
+    out.qk.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; i += 64) {
+        const int64_t m = std::min<int64_t>(64, n - i);  // a last 32 stays as it is
+        std::memcpy(out.qk.data() + i, out.q.data() + i, 16);
+        if (m == 64) {
+            std::memcpy(out.qk.data() + i + 16, out.q.data() + i + 32, 16);
+            std::memcpy(out.qk.data() + i + 32, out.q.data() + i + 16, 16);
+            std::memcpy(out.qk.data() + i + 48, out.q.data() + i + 48, 16);
+        } else {
+            std::memcpy(out.qk.data() + i + 16, out.q.data() + i + 16, 16);
+        }
+    }
     out.d8.resize(static_cast<size_t>(n / 32 * 8));
     for (size_t k = 0; k < out.d.size(); ++k)
         std::fill_n(out.d8.begin() + static_cast<std::ptrdiff_t>(8 * k), 8, out.d[k]);
