@@ -474,6 +474,8 @@ TEST_CASE("integer-dot logits error on the files in STRATA_BENCH_MODEL", "[.benc
     std::string list = env;
     BackendOptions fast;
     fast.exact = false;
+    if (const char* isa = std::getenv("STRATA_BENCH_CPU_ISA")) fast.cpu_isa = isa;  // the fast path's kernels
+    WARN("fast path kernels: " << (fast.cpu_isa.empty() ? std::string("the best this CPU has") : fast.cpu_isa));
     for (size_t at = 0; at <= list.size();) {
         const size_t end = std::min(list.find(':', at), list.size());
         const fs::path f = list.substr(at, end - at);
