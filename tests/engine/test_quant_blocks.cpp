@@ -632,6 +632,16 @@ TEST_CASE("integer-dot kernels of every instruction set equal the quantized math
     std::vector<uint8_t> q8(34 * 2);
     CHECK_THROWS_AS(quant::dot_q8(DType::Q8_0, q8.data(), quant::Q8Activations{}, 0, 64, CpuIsa::Generic), Error);
     CHECK_THROWS_AS(quant::dot_q8(DType::BF16, q8.data(), quant::Q8Activations{}, 0, 0, CpuIsa::Generic), Error);
+    // A K-type row starts at a multiple of 256 in the activations (the 256-bit kernels read qk's order, which
+    // holds from the start in 64s): one 32 block on is refused, not read in the wrong order.
+    const std::vector<float> xs(512, 0.5f);
+    quant::Q8Activations a512;
+    quant::quantize_activations(xs.data(), 512, a512);
+    std::vector<uint8_t> k4(size_t(dtype_bytes(DType::Q4_K, 256)));
+    for (CpuIsa isa : isas) {
+        CHECK_NOTHROW(quant::dot_q8(DType::Q4_K, k4.data(), a512, 256, 256, isa));
+        CHECK_THROWS_AS(quant::dot_q8(DType::Q4_K, k4.data(), a512, 32, 256, isa), Error);
+    }
 }
 
 namespace {

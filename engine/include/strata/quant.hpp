@@ -87,8 +87,10 @@ struct Q8Activations {
 void quantize_activations(const float* x, int64_t n, Q8Activations& out);
 
 // sum_i w[i] * x'[i] for the n weights of `row` (Q8_0, Q4_0, Q4_K, Q5_K or Q6_K) against x' = x[first, first + n)
-// (first a multiple of 32: several token rows quantized together), with the kernels of `isa` (which the CPU
-// must support). The integer sums are exact for every isa; only float32 rounding differs between them.
+// (first a multiple of the type's block size, 32 or 256: several token rows quantized together; the 256-bit
+// K kernels read Q8Activations::qk, whose order holds within each 64 from the start), with the kernels of `isa`
+// (which the CPU must support). The integer sums are exact for every isa; only float32 rounding differs between
+// them. Anything else throws.
 float dot_q8(DType t, const void* row, const Q8Activations& x, int64_t first, int64_t n, CpuIsa isa);
 
 // out[tok * out_stride + r] = dot_q8(t, row r, x, tok * n, n, isa) for rows [r0, r1) of a matrix of n-weight rows

@@ -228,7 +228,7 @@ namespace {
 
 void check_dot(DType t, const Q8Activations& x, int64_t first, int64_t n, int64_t end) {
     const int64_t bs = has_integer_dot(t) ? dtype_block_size(t) : 0;
-    if (bs == 0 || n % bs != 0 || first % 32 != 0 || first < 0 || end > x.n)
+    if (bs == 0 || n % bs != 0 || first % bs != 0 || first < 0 || end > x.n)
         throw Error("quant::dot_q8: " + std::to_string(n) + " weights of " + std::string(dtype_name(t)) +
                     " against activations [" + std::to_string(first) + ", " + std::to_string(end) + ") of " +
                     std::to_string(x.n));
