@@ -720,6 +720,8 @@ TEST_CASE("the CPU backend's integer-dot path matches quant::dot_q8 and is close
     // A prompt long enough for a prefill's tokens to go in tiles (of kTokenTileBytes, at least 32 tokens, equal in
     // size, in groups of four: here 52, 52 and 46 tokens of 4096 weights): still dot_q8's bits for every token.
     for (DType t : kTypes) matrix_equals_dot_q8(t, 3, 4096, 150, rng);
+    // 25 tokens: widened rows of every type (Q6_K from 24 tokens, widen_row), the last group a single token.
+    for (DType t : kTypes) matrix_equals_dot_q8(t, 3, 512, 25, rng);
     BackendOptions bad;
     bad.cpu_isa = "sse9";
     CHECK_THROWS_AS(make_backend(bad), InputError);
