@@ -455,15 +455,15 @@ TEST_CASE("decode matmul rate per stored type (CPU time, one thread)", "[.bench]
     const int64_t rows = 8192, cols = 2048, n = rows * cols;
     const std::vector<float> w = gaussian(n, rng, 0.02f), x = gaussian(cols, rng);
     // Each type on the exact path and on the integer-dot path (block types), with the best kernels of this CPU
-    // and, for comparison, with plain AVX2 and the generic ones.
+    // and, for comparison, with the 256-bit vpdpbusd ones (avx-vnni), plain AVX2 and the generic ones.
     double bf16_s = 0;
     for (DType t : {DType::BF16, DType::F16, DType::Q8_0, DType::Q6_K, DType::Q5_K, DType::Q4_K, DType::Q4_0}) {
         const std::vector<uint8_t> b = stored_as(t, w);
         const TensorView v = view_of(t, rows, cols, b);
         for (bool exact : {true, false}) {
             if (!exact && !dtype_is_block(t) && t != DType::F16) continue;  // F16: binary16 activations
-            for (CpuIsa isa : {best_cpu_isa(), CpuIsa::Avx2, CpuIsa::Generic}) {
-                if (!cpu_isa_supported(isa)) continue;
+            for (CpuIsa isa : {best_cpu_isa(), CpuIsa::AvxVnni, CpuIsa::Avx2, CpuIsa::Generic}) {
+                if (!cpu_isa_supported(isa) || (isa == CpuIsa::AvxVnni && isa == best_cpu_isa())) continue;
                 if (!exact && !dtype_is_block(t) && isa == CpuIsa::Generic) continue;  // no binary16 kernel there
                 BackendOptions o;
                 o.threads = 1;

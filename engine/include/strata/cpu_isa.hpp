@@ -14,7 +14,8 @@ enum class CpuIsa : uint8_t {
     Avx2,        // AVX2 + FMA + F16C: F16 weights by vcvtph2ps, 8-bit dot products by vpmaddubsw + vpmaddwd
     Avx512Vnni,  // as Avx2, 8-bit dot products by vpdpbusd (AVX512-VNNI, -VL, -BW): Q8_0 and the K types on 512-bit
                  // vectors, Q4_0 on 256-bit ones; and the float prefill tile on 512-bit vectors
-    AvxVnni,     // as Avx2, 8-bit dot products by the VEX form of vpdpbusd (AVX-VNNI)
+    AvxVnni,     // as Avx2, 8-bit dot products by 256-bit vpdpbusd: its VEX form (AVX-VNNI), or on a CPU with
+                 // AVX512-VNNI and not AVX-VNNI (AMD Zen 4) its EVEX form, the same instruction
 };
 
 // "generic", "avx2", "avx512-vnni", "avx-vnni".
@@ -32,7 +33,8 @@ CpuIsa best_cpu_isa();
 // Whether the float kernels (F16 decode, the float prefill tile) should take 512-bit vectors where the CPU has
 // AVX-512. Not on AMD Zen 4 (family 19h), which runs each 512-bit operation as two 256-bit halves: there the
 // 256-bit kernels measured faster (F16 prefill 1.35x, docs/performance.md). The CPU backend then runs
-// Avx512Vnni's integer-dot kernels with Avx2's float ones, unless Avx512Vnni was asked for by name.
+// Avx512Vnni's integer-dot kernels with Avx2's float ones, and AvxVnni's for Q5_K, unless Avx512Vnni was asked for
+// by name.
 bool cpu_wide_float_kernels();
 
 // Whether the block-type decode prefetches each whole next weight row in software (quant::dot_q8_matrix).

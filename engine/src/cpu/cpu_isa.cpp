@@ -46,7 +46,8 @@ bool cpu_isa_supported(CpuIsa isa) {
         case CpuIsa::Avx512Vnni:
             return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                    __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
-        case CpuIsa::AvxVnni: return avx2 && __builtin_cpu_supports("avxvnni");
+        case CpuIsa::AvxVnni:  // the VEX form, or the EVEX one of AVX512-VNNI (quant/dot_q8.cpp)
+            return (avx2 && __builtin_cpu_supports("avxvnni")) || cpu_isa_supported(CpuIsa::Avx512Vnni);
     }
     return false;
 #else

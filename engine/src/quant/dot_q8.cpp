@@ -191,6 +191,24 @@ namespace avx_vnni {
 #undef STRATA_DOT4
 }  // namespace avx_vnni
 #pragma GCC pop_options
+
+// The same 256-bit kernels with the EVEX form of vpdpbusd (AVX512-VNNI + VL): CpuIsa::AvxVnni on a CPU that has
+// AVX-512 and not AVX-VNNI, such as AMD Zen 4 (the same instruction on the same registers, so the same bits).
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")
+namespace avx_vnni_evex {
+#define STRATA_DOT4(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s)
+#define STRATA_DOT4X2(u0, s0, u1, s1) _mm256_dpbusd_epi32(STRATA_DOT4(u0, s0), u1, s1)
+#include "quant/dot_q8_x86.inc"
+#undef STRATA_DOT4X2
+#undef STRATA_DOT4
+}  // namespace avx_vnni_evex
+#pragma GCC pop_options
+
+namespace {
+// Whether CpuIsa::AvxVnni runs in its VEX form (the CPU has AVX-VNNI) or its EVEX one (cpu_isa_supported).
+const bool kAvxVnniVex = __builtin_cpu_supports("avxvnni");
+}  // namespace
 #endif
 
 bool has_integer_dot(DType t) {
@@ -243,7 +261,8 @@ float dot_q8(DType t, const void* row, const Q8Activations& x, int64_t first, in
 #ifdef STRATA_X86_KERNELS
         case CpuIsa::Avx2: return avx2::dot_one(t, b, x, first, n);
         case CpuIsa::Avx512Vnni: return avx512_vnni::dot_one(t, b, x, first, n);
-        case CpuIsa::AvxVnni: return avx_vnni::dot_one(t, b, x, first, n);
+        case CpuIsa::AvxVnni:
+            return kAvxVnniVex ? avx_vnni::dot_one(t, b, x, first, n) : avx_vnni_evex::dot_one(t, b, x, first, n);
 #endif
         default: return dot_generic(t, b, x, first, n);
     }
@@ -268,6 +287,8 @@ void dot_q8_matrix(DType t, const void* base, int64_t r0, int64_t r1, const Q8Ac
         case CpuIsa::Avx512Vnni:
             return avx512_vnni::dot_matrix(t, b, row_bytes, r0, r1, x, T, n, out, out_stride, prefetch, ahead);
         case CpuIsa::AvxVnni:
+            if (!kAvxVnniVex)
+                return avx_vnni_evex::dot_matrix(t, b, row_bytes, r0, r1, x, T, n, out, out_stride, prefetch, ahead);
             return avx_vnni::dot_matrix(t, b, row_bytes, r0, r1, x, T, n, out, out_stride, prefetch, ahead);
 #endif
         default:
