@@ -33,8 +33,8 @@ CpuIsa best_cpu_isa();
 // Whether the float kernels (F16 decode, the float prefill tile) should take 512-bit vectors where the CPU has
 // AVX-512. Not on AMD Zen 4 (family 19h), which runs each 512-bit operation as two 256-bit halves: there the
 // 256-bit kernels measured faster (F16 prefill 1.35x, docs/performance.md). The CPU backend then runs
-// Avx512Vnni's integer-dot kernels with Avx2's float ones, and AvxVnni's for Q5_K, unless Avx512Vnni was asked for
-// by name.
+// Avx512Vnni's integer-dot kernels with Avx2's float ones, and AvxVnni's for a Q4_K or Q5_K prefill, unless
+// Avx512Vnni was asked for by name.
 bool cpu_wide_float_kernels();
 
 // Whether the block-type decode prefetches each whole next weight row in software (quant::dot_q8_matrix).

@@ -78,7 +78,7 @@ BackendInfo CpuBackend::info() const {
     i.device_type = "cpu";
     i.driver = "strata cpu reference";
     i.kernels = std::string(cpu_isa_name(isa_)) +
-                (float_isa_ != isa_ ? " (256-bit float kernels, 256-bit Q5_K kernels)" : "") +
+                (float_isa_ != isa_ ? " (256-bit float kernels, 256-bit Q4_K / Q5_K prefill kernels)" : "") +
                 (exact_                        ? ", exact float32"
                  : isa_ == CpuIsa::Generic ? ", integer-dot for block types"
                                                : ", integer-dot for block types, binary16 activations for F16");
@@ -278,7 +278,7 @@ CpuBackend::Path CpuBackend::prepare(Path p, const float* xs, int64_t T, int64_t
 void CpuBackend::product_rows(Path p, const TensorView& w, const float* xs, int64_t T, float* out, int64_t r0,
                               int64_t r1) {
     switch (p) {
-        case Path::IntegerDot: return matmul_q8_rows(w, act_, T, out, r0, r1, int_isa(w.dtype));
+        case Path::IntegerDot: return matmul_q8_rows(w, act_, T, out, r0, r1, int_isa(w.dtype, T));
         case Path::HalfX: return matvec_f16_h(w, xh_.data(), xh_scale_, out, r0, r1, float_isa_);
         case Path::Matvec: return matvec(w, xs, out, r0, r1, float_isa_);  // decode: one pass over the weights
         case Path::Tiles: break;

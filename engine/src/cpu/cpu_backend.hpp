@@ -83,10 +83,13 @@ private:
     ThreadPool pool_;
     CpuIsa isa_;        // the integer-dot kernels'
     CpuIsa float_isa_;  // the float kernels' (isa_, or Avx2 where 512-bit float vectors do not pay)
-    // A block type's integer-dot kernels: isa_'s, except that where 512-bit vectors do not pay (float_isa_ !=
-    // isa_) Q5_K takes the 256-bit vpdpbusd ones (CpuIsa::AvxVnni). On AMD Zen 4 that made 1B Q5_K_M prefill
-    // 1.17x; Q4_K and Q4_0 did not move there, so they keep the 512-bit kernels (docs/performance.md).
-    CpuIsa int_isa(DType t) const { return float_isa_ != isa_ && t == DType::Q5_K ? CpuIsa::AvxVnni : isa_; }
+    // A block type's integer-dot kernels for T tokens: isa_'s, except that where 512-bit vectors do not pay
+    // (float_isa_ != isa_) a prefill (T > 1) of Q4_K or Q5_K takes the 256-bit vpdpbusd ones (CpuIsa::AvxVnni).
+    // On AMD Zen 4 that made 8B Q4_K_M prefill 1.12x and 1B Q5_K_M's 1.10-1.17x, while the same kernels made
+    // 8B Q4_K_M decode 0.96x, so decode keeps the 512-bit ones (docs/performance.md).
+    CpuIsa int_isa(DType t, int64_t T) const {
+        return float_isa_ != isa_ && T > 1 && (t == DType::Q4_K || t == DType::Q5_K) ? CpuIsa::AvxVnni : isa_;
+    }
     bool exact_;
     quant::Q8Activations act_;  // the quantized activations of the current matmul (integer-dot path)
     std::vector<uint16_t> xh_;  // x in binary16 for the current F16 decode matmul (fast path)

@@ -207,7 +207,10 @@ namespace avx_vnni_evex {
 
 namespace {
 // Whether CpuIsa::AvxVnni runs in its VEX form (the CPU has AVX-VNNI) or its EVEX one (cpu_isa_supported).
-const bool kAvxVnniVex = __builtin_cpu_supports("avxvnni");
+bool avx_vnni_vex() {
+    static const bool vex = __builtin_cpu_supports("avxvnni");
+    return vex;
+}
 }  // namespace
 #endif
 
@@ -262,7 +265,7 @@ float dot_q8(DType t, const void* row, const Q8Activations& x, int64_t first, in
         case CpuIsa::Avx2: return avx2::dot_one(t, b, x, first, n);
         case CpuIsa::Avx512Vnni: return avx512_vnni::dot_one(t, b, x, first, n);
         case CpuIsa::AvxVnni:
-            return kAvxVnniVex ? avx_vnni::dot_one(t, b, x, first, n) : avx_vnni_evex::dot_one(t, b, x, first, n);
+            return avx_vnni_vex() ? avx_vnni::dot_one(t, b, x, first, n) : avx_vnni_evex::dot_one(t, b, x, first, n);
 #endif
         default: return dot_generic(t, b, x, first, n);
     }
@@ -287,7 +290,7 @@ void dot_q8_matrix(DType t, const void* base, int64_t r0, int64_t r1, const Q8Ac
         case CpuIsa::Avx512Vnni:
             return avx512_vnni::dot_matrix(t, b, row_bytes, r0, r1, x, T, n, out, out_stride, prefetch, ahead);
         case CpuIsa::AvxVnni:
-            if (!kAvxVnniVex)
+            if (!avx_vnni_vex())
                 return avx_vnni_evex::dot_matrix(t, b, row_bytes, r0, r1, x, T, n, out, out_stride, prefetch, ahead);
             return avx_vnni::dot_matrix(t, b, row_bytes, r0, r1, x, T, n, out, out_stride, prefetch, ahead);
 #endif
