@@ -12,8 +12,8 @@ namespace strata {
 enum class CpuIsa : uint8_t {
     Generic,     // any CPU
     Avx2,        // AVX2 + FMA + F16C: F16 weights by vcvtph2ps, 8-bit dot products by vpmaddubsw + vpmaddwd
-    Avx512Vnni,  // as Avx2, 8-bit dot products by vpdpbusd (AVX512-VNNI, -VL, -BW): Q8_0 and the K types on 512-bit
-                 // vectors, Q4_0 on 256-bit ones; and the float prefill tile on 512-bit vectors
+    Avx512Vnni,  // as Avx2, 8-bit dot products by vpdpbusd (AVX512-VNNI, -VL, -BW) on 512-bit vectors (two blocks
+                 // of 32 or two sub-blocks per vector); and the float prefill tile on 512-bit vectors
     AvxVnni,     // as Avx2, 8-bit dot products by 256-bit vpdpbusd: its VEX form (AVX-VNNI), or on a CPU with
                  // AVX512-VNNI and not AVX-VNNI (AMD Zen 4) its EVEX form, the same instruction
 };
