@@ -81,7 +81,7 @@ private:
     static void check_not_input(Buf out, Buf x, const TensorView& w);
 
     ThreadPool pool_;
-    CpuIsa isa_;        // the integer-dot kernels'
+    CpuIsa isa_;        // the integer-dot kernels' (int_isa below picks a product's)
     CpuIsa float_isa_;  // the float kernels' (isa_, or Avx2 where 512-bit float vectors do not pay)
     // A block type's integer-dot kernels for T tokens: isa_'s, except that where 512-bit vectors do not pay
     // (float_isa_ != isa_) a prefill (T > 1) of Q4_K or Q5_K takes the 256-bit vpdpbusd ones (CpuIsa::AvxVnni).
