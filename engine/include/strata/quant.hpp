@@ -81,14 +81,16 @@ struct Q8Activations {
                                       // 256-bit Q6_K kernel multiplies the signed levels of a prefill by
     CacheLineVector<int8_t> qk;  // [n]: q with the middle quarters of each 64 swapped (elements 0-15, 32-47, 16-31,
                                  // 48-63), so that a 256-bit Q4_K / Q5_K kernel's 16-byte halves pair two blocks
+    CacheLineVector<int8_t> qv;  // [n]: q with the quarters of 16 of each 128 in the order 0, 4, 2, 6, 1, 5, 3, 7,
+                                 // the order of the 512-bit Q4_K / Q5_K kernels' interleaved sub-blocks
 };
 
 // Quantizes x[0..n) (n a multiple of 32) into `out`, reusing its storage. Non-finite x gives non-finite d.
 void quantize_activations(const float* x, int64_t n, Q8Activations& out);
 
 // sum_i w[i] * x'[i] for the n weights of `row` (Q8_0, Q4_0, Q4_K, Q5_K or Q6_K) against x' = x[first, first + n)
-// (first a multiple of the type's block size, 32 or 256: several token rows quantized together; the 256-bit
-// K kernels read Q8Activations::qk, whose order holds within each 64 from the start), with the kernels of `isa`
+// (first a multiple of the type's block size, 32 or 256: several token rows quantized together; the K kernels
+// read Q8Activations::qk and qv, whose orders hold within each 64 and 128 from the start), with the kernels of `isa`
 // (which the CPU must support). The integer sums are exact for every isa; only float32 rounding differs between
 // them. Anything else throws.
 float dot_q8(DType t, const void* row, const Q8Activations& x, int64_t first, int64_t n, CpuIsa isa);

@@ -218,6 +218,9 @@ bool has_integer_dot(DType t) {
     return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
 }
 
+// Q8Activations::qv's order of the quarters of 16 in each 128.
+constexpr int kQuarters[8] = {0, 4, 2, 6, 1, 5, 3, 7};
+
 void quantize_activations(const float* x, int64_t n, Q8Activations& out) {
     if (n < 0 || n % 32 != 0)
         throw Error("quant::quantize_activations: " + std::to_string(n) + " is not a multiple of 32");
@@ -239,6 +242,12 @@ void quantize_activations(const float* x, int64_t n, Q8Activations& out) {
         } else {
             std::memcpy(out.qk.data() + i + 16, out.q.data() + i + 16, 16);
         }
+    }
+    out.qv.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; i += 128) {
+        const int64_t m = std::min<int64_t>(128, n - i);  // a last 32, 64 or 96 stays as it is
+        for (int64_t j = 0; j < m / 16; ++j)
+            std::memcpy(out.qv.data() + i + 16 * j, out.q.data() + i + 16 * (m == 128 ? kQuarters[j] : j), 16);
     }
     out.d8.resize(static_cast<size_t>(n / 32 * 8));
     for (size_t k = 0; k < out.d.size(); ++k)
