@@ -76,12 +76,11 @@ struct Q8Activations {
     CacheLineVector<float> d8;      // [n / 32 * 8]: d with each scale in 8 consecutive lanes (the 512-bit kernels
                                     // read two blocks' scales, one per half of a vector, with one load)
     CacheLineVector<int16_t> pair32;  // [n / 2]: 32 * (q[2i] + q[2i + 1]), the offset of Q6_K's levels (q - 32)
-                                      // in the pairwise sums of the 256-bit kernels' vpmaddubsw
+                                      // in the pairwise sums of the 256-bit kernels' vpmaddubsw (and, two pairs
+                                      // added, in the 512-bit decode's sums of four)
     CacheLineVector<uint8_t> qu;      // [n]: q + 128 as unsigned bytes (q with its sign bit flipped), what the
                                       // 256-bit Q6_K kernel multiplies the signed levels of a prefill by, and the
                                       // 512-bit Q8_0 and Q4_0 kernels every token's
-    CacheLineVector<int32_t> quad32;  // [n / 4]: -32 (q[4i] + ... + q[4i + 3]), where a 512-bit Q6_K decode's sum
-                                      // over its unsigned levels q starts, so that it ends at the sum of (q - 32) x
     CacheLineVector<int8_t> qk;  // [n]: q with the middle quarters of each 64 swapped (elements 0-15, 32-47, 16-31,
                                  // 48-63), so that a 256-bit Q4_K / Q5_K kernel's 16-byte halves pair two blocks
     CacheLineVector<int8_t> qv;  // [n]: q with the quarters of 16 of each 128 in the order 0, 4, 2, 6, 1, 5, 3, 7,

@@ -114,8 +114,8 @@ float dot_generic(DType t, const uint8_t* row, const Q8Activations& x, int64_t f
 
 // Blocks of 32: d = max|x| / 127, q = round-to-even(x / d). Cloned so the loops vectorise.
 STRATA_SIMD_CLONES void quantize_blocks(const float* x, int64_t nb, int8_t* q, float* d, float* sum32,
-                                        int16_t* pair32, uint8_t* qu, int32_t* quad32) {
-    for (int64_t k = 0; k < nb; ++k, x += 32, q += 32, pair32 += 16, qu += 32, quad32 += 8) {
+                                        int16_t* pair32, uint8_t* qu) {
+    for (int64_t k = 0; k < nb; ++k, x += 32, q += 32, pair32 += 16, qu += 32) {
         float amax = 0;
         bool nan = false;  // std::max passes over a NaN (every comparison with it is false): looked for apart
         for (int i = 0; i < 32; ++i) {
@@ -128,7 +128,6 @@ STRATA_SIMD_CLONES void quantize_blocks(const float* x, int64_t nb, int8_t* q, f
             std::memset(q, 0, 32);
             std::memset(pair32, 0, 32);
             std::memset(qu, 0x80, 32);
-            std::memset(quad32, 0, 32);
             d[k] = sum32[k] = std::numeric_limits<float>::quiet_NaN();
             continue;
         }
@@ -143,7 +142,6 @@ STRATA_SIMD_CLONES void quantize_blocks(const float* x, int64_t nb, int8_t* q, f
         sum32[k] = dk * static_cast<float>(sum);
         for (int i = 0; i < 16; ++i) pair32[i] = static_cast<int16_t>(32 * (q[2 * i] + q[2 * i + 1]));
         for (int i = 0; i < 32; ++i) qu[i] = static_cast<uint8_t>(q[i] + 128);
-        for (int i = 0; i < 8; ++i) quad32[i] = -32 * (q[4 * i] + q[4 * i + 1] + q[4 * i + 2] + q[4 * i + 3]);
     }
 }
 
@@ -232,9 +230,7 @@ void quantize_activations(const float* x, int64_t n, Q8Activations& out) {
     out.sum32.resize(static_cast<size_t>(n / 32));
     out.pair32.resize(static_cast<size_t>(n / 2));
     out.qu.resize(static_cast<size_t>(n));
-    out.quad32.resize(static_cast<size_t>(n / 4));
-    quantize_blocks(x, n / 32, out.q.data(), out.d.data(), out.sum32.data(), out.pair32.data(), out.qu.data(),
-                    out.quad32.data());
+    quantize_blocks(x, n / 32, out.q.data(), out.d.data(), out.sum32.data(), out.pair32.data(), out.qu.data());
     out.qk.resize(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; i += 64) {
         const int64_t m = std::min<int64_t>(64, n - i);  // a last 32 stays as it is
