@@ -722,7 +722,7 @@ TEST_CASE("the CPU backend's integer-dot path matches quant::dot_q8 and is close
     for (DType t : kTypes) matrix_equals_dot_q8(t, 3, 4096, 150, rng);
     // 25 tokens: widened rows of every type (Q6_K from 24 tokens, widen_row), the last group a single token.
     for (DType t : kTypes) matrix_equals_dot_q8(t, 3, 512, 25, rng);
-    // One token (decode), with the row ranges the backend's threads would not give it: still dot_q8's bits.
+    // One token (decode), seven rows in one range: still dot_q8's bits.
     for (DType t : kTypes) matrix_equals_dot_q8(t, 7, 512, 1, rng);
     BackendOptions bad;
     bad.cpu_isa = "sse9";
