@@ -76,7 +76,7 @@ struct Q8Activations {
     CacheLineVector<float> d8;      // [n / 32 * 8]: d with each scale in 8 consecutive lanes (the 512-bit kernels
                                     // read two blocks' scales, one per half of a vector, with one load)
     CacheLineVector<int16_t> pair32;  // [n / 2]: 32 * (q[2i] + q[2i + 1]), the offset of Q6_K's levels (q - 32)
-                                      // in the pairwise sums of the 256-bit kernels' vpmaddubsw
+                                      // (and, / 4, of Q4_0's, q - 8) in the 256-bit decode kernels' pair sums
     CacheLineVector<uint8_t> qu;      // [n]: q + 128 as unsigned bytes (q with its sign bit flipped), what the
                                       // 256-bit Q6_K kernel multiplies the signed levels of a prefill by, and the
                                       // 512-bit Q8_0 and Q4_0 kernels every token's
