@@ -188,7 +188,7 @@ int run_bench(const Args& args) {
                                 (huge ? " (huge pages, as the weights)" : "")},
                    {"bytes", bw.bytes}, {"threads", bw.threads}, {"best_of", repeats}, {"seconds", bw.seconds},
                    {"gb_per_s", bw.gb_per_s}, {"weights_resident_bytes", wm.resident_bytes},
-                   {"weights_huge_page_bytes", wm.huge_page_bytes}};
+                   {"weights_huge_page_bytes", wm.huge_page_bytes}, {"weights_grouped_bytes", wm.grouped_bytes}};
     } else {
 #ifdef STRATA_HAVE_VULKAN
         const VulkanBandwidth bw = vulkan_read_bandwidth(*m.backend, 0, repeats);

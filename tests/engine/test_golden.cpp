@@ -171,14 +171,10 @@ TEST_CASE("golden short prompt with the weight matrices in the CPU backend's own
           "[golden]") {
     // STRATA_CPU_HUGE_PAGES=1 copies the matrices at any size (by default only from 64 MiB: the golden model is
     // smaller), =0 reads them where the file is mapped. The copy must change nothing: same logits, same tokens.
-    struct Env {
-        explicit Env(const char* v) { setenv("STRATA_CPU_HUGE_PAGES", v, 1); }
-        ~Env() { unsetenv("STRATA_CPU_HUGE_PAGES"); }
-    };
     const auto model = load_model(test::golden_hf_dir());
     const auto tokens = prompt_tokens("short");
     auto run = [&](const char* mode, CpuWeightMemory& memory) {
-        Env env(mode);
+        test::CpuHugePages env(mode);
         auto backend = make_backend(BackendOptions{});
         backend->load(*model);
         memory = cpu_weight_memory(*backend);

@@ -646,21 +646,28 @@ TEST_CASE("integer-dot kernels of every instruction set equal the quantized math
 
 namespace {
 // quant::dot_q8_matrix over random rows x cols weights of type t against T random token rows equals dot_q8 of
-// each row and token, bit for bit, with every instruction set's kernels.
-void matrix_equals_dot_q8(DType t, int64_t rows, int64_t cols, int64_t T, std::mt19937& rng) {
+// each row and token, bit for bit, with every instruction set's kernels; with group > 1 over the same rows stored
+// in groups (quant::interleave_rows), rows [group, rows) of them.
+void matrix_equals_dot_q8(DType t, int64_t rows, int64_t cols, int64_t T, std::mt19937& rng, int group = 1) {
     std::vector<uint8_t> b(size_t(dtype_bytes(t, rows * cols)));
     const std::vector<float> w = gaussian(rows * cols, rng, 0.02f), x = gaussian(T * cols, rng);
     quant::quantize(t, w.data(), b.data(), rows * cols);
+    std::vector<uint8_t> stored = b;
+    if (group > 1) quant::interleave_rows(t, b.data(), rows, cols, group, stored.data());
     quant::Q8Activations a;
     quant::quantize_activations(x.data(), T * cols, a);
+    const int64_t r0 = group > 1 ? group : 0;
     for (CpuIsa isa : supported_cpu_isas()) {
-        std::vector<float> out(T * rows);
-        quant::dot_q8_matrix(t, b.data(), 0, rows, a, T, cols, isa, out.data(), rows);
-        INFO(dtype_name(t) << " " << rows << " x " << cols << ", " << T << " tokens, " << cpu_isa_name(isa));
+        std::vector<float> out(T * rows, -1.0f);
+        quant::dot_q8_matrix(t, stored.data(), r0, rows, a, T, cols, isa, out.data(), rows, group);
+        INFO(dtype_name(t) << " " << rows << " x " << cols << ", " << T << " tokens, " << cpu_isa_name(isa)
+                           << ", groups of " << group);
         for (int64_t tok = 0; tok < T; ++tok)
-            for (int64_t r = 0; r < rows; ++r)
-                CHECK(out[size_t(tok * rows + r)] ==
-                      quant::dot_q8(t, b.data() + r * dtype_bytes(t, cols), a, tok * cols, cols, isa));
+            for (int64_t r = 0; r < rows; ++r) {
+                const uint8_t* row = b.data() + r * dtype_bytes(t, cols);
+                const float want = r < r0 ? -1.0f : quant::dot_q8(t, row, a, tok * cols, cols, isa);
+                CHECK(out[size_t(tok * rows + r)] == want);
+            }
     }
 }
 }  // namespace
@@ -724,6 +731,33 @@ TEST_CASE("the CPU backend's integer-dot path matches quant::dot_q8 and is close
     for (DType t : kTypes) matrix_equals_dot_q8(t, 3, 512, 25, rng);
     // One token (decode), seven rows in one range: still dot_q8's bits.
     for (DType t : kTypes) matrix_equals_dot_q8(t, 7, 512, 1, rng);
+    // Rows stored in groups (interleave_rows): kGroupRows of a K type in decode are what the 512-bit kernels read
+    // as one stream (decode_group); any other group, type, set or a prefill reads rows copied back. Each is still
+    // dot_q8's bits on the rows as they were. 14336 columns: ffn_down's row, whose activations overflow L1.
+    for (DType t : kTypes)
+        for (int group : {quant::kGroupRows, 2, 8})
+            for (int64_t T : {1, 5}) matrix_equals_dot_q8(t, 3 * group, 768, T, rng, group);
+    for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+        matrix_equals_dot_q8(t, 2 * quant::kGroupRows, 14336, 1, rng, quant::kGroupRows);
+        matrix_equals_dot_q8(t, 4 * quant::kGroupRows, 4096, 150, rng, quant::kGroupRows);  // prefill, in tiles
+        CHECK(quant::decode_group(t, 14336, CpuIsa::Avx512Vnni) == quant::kGroupRows);
+        CHECK(quant::decode_group(t, 4096, CpuIsa::Avx512Vnni) == 1);
+        CHECK(quant::decode_group(t, 14336, CpuIsa::Avx2) == 1);
+    }
+    {  // a range that splits a group, and groups that do not divide the rows, are refused
+        std::vector<uint8_t> k4(size_t(dtype_bytes(DType::Q4_K, 8 * 256)));
+        std::vector<float> xs(256, 0.5f), out(8);
+        quant::Q8Activations a;
+        quant::quantize_activations(xs.data(), 256, a);
+        const auto product = [&](int64_t r0, int group) {
+            quant::dot_q8_matrix(DType::Q4_K, k4.data(), r0, 8, a, 1, 256, CpuIsa::Generic, out.data(), 8, group);
+        };
+        CHECK_NOTHROW(product(4, 4));
+        CHECK_THROWS_AS(product(2, 4), Error);
+        CHECK_THROWS_AS(product(0, 0), Error);
+        std::vector<uint8_t> dst(k4.size());
+        CHECK_THROWS_AS(quant::interleave_rows(DType::Q4_K, k4.data(), 6, 256, 4, dst.data()), Error);
+    }
     BackendOptions bad;
     bad.cpu_isa = "sse9";
     CHECK_THROWS_AS(make_backend(bad), InputError);

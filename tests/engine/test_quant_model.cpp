@@ -31,20 +31,23 @@ using namespace strata;
 
 namespace {
 
+// A random-weight demo model of dim 256 (4 heads, 2 KV heads) in a folder of its own.
+fs::path random_demo(const std::string& tag, int64_t n_layers, int64_t hidden_dim) {
+    const fs::path d = test::temp_dir(tag);
+    DemoOptions o;
+    o.random = true;
+    o.dim = 256;
+    o.n_layers = n_layers;
+    o.n_heads = 4;
+    o.n_kv_heads = 2;
+    o.hidden_dim = hidden_dim;
+    make_demo_model(d, test::tokenizer_json(), o);
+    return d;
+}
+
 // Dims that are multiples of 256, so every matrix takes the scheme's type (no fallbacks).
 const fs::path& demo256() {
-    static const fs::path dir = [] {
-        const fs::path d = test::temp_dir("quant-demo256");
-        DemoOptions o;
-        o.random = true;
-        o.dim = 256;
-        o.n_layers = 2;
-        o.n_heads = 4;
-        o.n_kv_heads = 2;
-        o.hidden_dim = 768;
-        make_demo_model(d, test::tokenizer_json(), o);
-        return d;
-    }();
+    static const fs::path dir = random_demo("quant-demo256", 2, 768);
     return dir;
 }
 
@@ -460,6 +463,47 @@ TEST_CASE("the integer-dot path's logits stay close to the exact path's", "[quan
     CHECK(e16 < 6e-4);
     if (best_cpu_isa() != CpuIsa::Generic) CHECK(e16 > 0);
     CHECK(test::rel_l2(logits(f16, fast), logits(f16)) < 1e-6);  // prompts: exact
+}
+
+TEST_CASE("ffn_down rows stored in groups for decode (the fast path's copy): the mapped file's logits, bit for bit",
+          "[quant][model][q8]") {
+    // w2's rows of 10496 weights (41 super-blocks, wider than 10240): where the 512-bit kernels run, the fast
+    // path's copy of the matrices (STRATA_CPU_HUGE_PAGES=1: at any size) stores them in groups of
+    // quant::kGroupRows, which decode reads and a prompt does not. Logits of a prompt and of decode steps must be
+    // those of the rows read where the file is mapped (=0), bit for bit.
+    static const fs::path dir = random_demo("quant-wide-ffn", 1, 10496);
+    for (DType t : {DType::Q4_K, DType::Q6_K}) {
+        const fs::path file = layers_as(std::string("wide-") + std::string(dtype_name(t)), dir, t);
+        const auto model = load_model(file);
+        auto run = [&](const char* mode, CpuWeightMemory& memory) {
+            test::CpuHugePages env(mode);
+            BackendOptions fast;
+            fast.exact = false;
+            auto backend = make_backend(fast);
+            backend->load(*model);
+            memory = cpu_weight_memory(*backend);
+            Transformer tf(*model, *backend);
+            KVCache cache(*backend, model->config, 16);
+            TraceRequest req;
+            req.logits_all_positions = true;
+            req.keep_logits = true;
+            std::vector<float> all = tf.prefill(cache, std::span(kPrompt).first(4), req).find("logits")->data;
+            for (size_t i = 4; i < kPrompt.size(); ++i) {
+                const Trace step = tf.decode(cache, kPrompt[i], req);
+                const std::vector<float>& l = step.find("logits")->data;
+                all.insert(all.end(), l.begin(), l.end());
+            }
+            return all;
+        };
+        CpuWeightMemory copied, mapped;
+        const std::vector<float> a = run("1", copied), b = run("0", mapped);
+        INFO(dtype_name(t) << ": " << copied.grouped_bytes << " bytes in groups");
+        CHECK(a == b);
+        const TensorView& w2 = model->tensor("layers.0.feed_forward.w2");
+        const bool grouped = quant::decode_group(t, w2.cols(), best_cpu_isa()) > 1;
+        CHECK(copied.grouped_bytes == (grouped ? w2.nbytes : 0));
+        CHECK(mapped.grouped_bytes == 0);
+    }
 }
 
 // Hidden (run with "[q8error]" and STRATA_BENCH_MODEL=FILE[:FILE...]): the integer-dot path's logits error on

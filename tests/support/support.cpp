@@ -53,6 +53,9 @@ TempRoot& temp_root() {
 }
 }  // namespace
 
+CpuHugePages::CpuHugePages(const char* mode) { setenv("STRATA_CPU_HUGE_PAGES", mode, 1); }
+CpuHugePages::~CpuHugePages() { unsetenv("STRATA_CPU_HUGE_PAGES"); }
+
 fs::path temp_dir(const std::string& tag) {
     static std::atomic<int> counter{0};
     fs::path p = temp_root().root / (tag + "-" + std::to_string(counter++));

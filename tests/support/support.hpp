@@ -20,6 +20,15 @@ std::filesystem::path golden_hf_dir();
 // A fresh empty folder under the build tree's tmp/, removed at process exit.
 std::filesystem::path temp_dir(const std::string& tag);
 
+// STRATA_CPU_HUGE_PAGES set to `mode` for the object's lifetime ("1": the CPU backend copies the matrices at any
+// size, "0": it reads them where the file is mapped), then unset.
+struct CpuHugePages {
+    explicit CpuHugePages(const char* mode);
+    ~CpuHugePages();
+    CpuHugePages(const CpuHugePages&) = delete;
+    CpuHugePages& operator=(const CpuHugePages&) = delete;
+};
+
 // ||a - b|| / ||b||
 double rel_l2(std::span<const float> a, std::span<const float> b);
 bool all_finite(std::span<const float> a);

@@ -172,11 +172,13 @@ struct BackendOptions {
 std::unique_ptr<Backend> make_backend(const BackendOptions& options);
 
 // The CPU backend's copy of the weight matrices (made at load on the fast path, exact = false, where memory
-// allows; STRATA_CPU_HUGE_PAGES=0 reads them where they are mapped): its bytes, and how many of them the kernel
-// backs with huge pages. Zeros for another backend.
+// allows; STRATA_CPU_HUGE_PAGES=0 reads them where they are mapped): its bytes, how many of them the kernel
+// backs with huge pages, and how many hold rows stored in groups for decode (quant::decode_group). Zeros for
+// another backend.
 struct CpuWeightMemory {
     uint64_t resident_bytes = 0;
     uint64_t huge_page_bytes = 0;
+    uint64_t grouped_bytes = 0;
 };
 CpuWeightMemory cpu_weight_memory(const Backend& backend);
 

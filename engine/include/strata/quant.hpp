@@ -97,11 +97,26 @@ void quantize_activations(const float* x, int64_t n, Q8Activations& out);
 float dot_q8(DType t, const void* row, const Q8Activations& x, int64_t first, int64_t n, CpuIsa isa);
 
 // out[tok * out_stride + r] = dot_q8(t, row r, x, tok * n, n, isa) for rows [r0, r1) of a matrix of n-weight rows
-// stored back to back from base, and the T token rows of x (x.n >= T * n): the same values, bit for bit, with
-// each block of a row decoded once for up to four tokens (prefill) and, in decode, the weights prefetched ahead of
-// the reads (cpu_prefetch_rows). The CPU backend's matmul calls it once per range of rows.
+// stored back to back from base (group 1) or in groups of `group` rows (interleave_rows; r0 and r1 multiples of
+// it), and the T token rows of x (x.n >= T * n): the same values, bit for bit, with each block of a row decoded
+// once for up to four tokens (prefill) and, in decode, the weights prefetched ahead of the reads
+// (cpu_prefetch_rows). The CPU backend's matmul calls it once per range of rows.
 void dot_q8_matrix(DType t, const void* base, int64_t r0, int64_t r1, const Q8Activations& x, int64_t T, int64_t n,
-                   CpuIsa isa, float* out, int64_t out_stride);
+                   CpuIsa isa, float* out, int64_t out_stride, int group = 1);
+
+// Rows stored in groups, block by block: block k of row i of a group at (k * group + i) block bytes from the
+// group's start, which is where the group's rows would start stored one after another. The 512-bit decode
+// kernels of Q4_K, Q5_K and Q6_K read a group of kGroupRows as one stream and load each super-block's activations
+// once for all its rows (docs/performance.md); every other kernel reads such rows copied back.
+inline constexpr int kGroupRows = 4;
+// The group dot_q8_matrix's decode (one token) reads fastest for rows of n weights of type t with the kernels of
+// isa: kGroupRows for the 512-bit K-type kernels' rows of more than 10240 weights, whose activations one row at a
+// time no longer find in L1 (ffn_down's; narrower rows read 0.94-0.99x as fast in groups), else 1: rows one by one.
+int decode_group(DType t, int64_t n, CpuIsa isa);
+// The `rows` rows (a multiple of group) of n weights of type t at src, stored in groups of `group` at dst.
+void interleave_rows(DType t, const void* src, int64_t rows, int64_t n, int group, void* dst);
+// Row i of the group of `group` rows of n weights at src, copied back to its n weights' bytes at dst.
+void deinterleave_row(DType t, const void* src, int group, int i, int64_t n, void* dst);
 
 // The types dot_q8 reads.
 bool has_integer_dot(DType t);

@@ -131,6 +131,8 @@ void CpuBackend::load(const Model& model, const LoadProgress& progress) {
 
 void CpuBackend::make_resident(const Model& model, const std::atomic<bool>* cancel) {
     resident_.clear();
+    groups_.clear();
+    grouped_bytes_ = 0;
     resident_memory_ = HugePageBuffer();
     // STRATA_CPU_HUGE_PAGES=0: never (comparisons); =1: at any size, exact or not (tests); unset: on the fast
     // path from 64 MiB of matrices. The exact path (the explorer, forward, patch, attribute) reads the weights
@@ -164,15 +166,32 @@ void CpuBackend::make_resident(const Model& model, const std::atomic<bool>* canc
     for (const TensorView* t : matrices) {
         if (cancel && cancel->load()) {
             resident_.clear();
+            groups_.clear();
+            grouped_bytes_ = 0;
             throw Cancelled();
         }
         std::byte* dst = memory.data() + at;
         // In parallel pieces: the first touch of each page (and its huge-page fault) spreads over the threads.
+        // Rows that decode reads faster in groups (quant::decode_group: ffn_down's wide K-type rows on AVX-512)
+        // are stored so, a piece of whole groups at a time; only the fast path's products read this copy.
+        const int group = exact_ || t->rope_heads != 0 || dtype_bytes(t->dtype, t->numel()) != t->nbytes
+                              ? 1
+                              : quant::decode_group(t->dtype, t->cols(), int_isa(t->dtype, 1));
         const auto n = static_cast<int64_t>(t->nbytes);
-        pool_.parallel_for((n + (1 << 20) - 1) >> 20, 1, [&](int64_t c0, int64_t c1) {
-            const int64_t b0 = c0 << 20, b1 = std::min(n, c1 << 20);
-            std::memcpy(dst + b0, t->data + b0, static_cast<size_t>(b1 - b0));
-        });
+        if (group > 1 && t->rows() % group == 0) {
+            const uint64_t group_bytes = group * t->row_bytes();
+            pool_.parallel_for(t->rows() / group, 1, [&](int64_t g0, int64_t g1) {
+                quant::interleave_rows(t->dtype, t->data + g0 * group_bytes, (g1 - g0) * group, t->cols(), group,
+                                       dst + g0 * group_bytes);
+            });
+            groups_.emplace(dst, group);
+            grouped_bytes_ += t->nbytes;
+        } else {
+            pool_.parallel_for((n + (1 << 20) - 1) >> 20, 1, [&](int64_t c0, int64_t c1) {
+                const int64_t b0 = c0 << 20, b1 = std::min(n, c1 << 20);
+                std::memcpy(dst + b0, t->data + b0, static_cast<size_t>(b1 - b0));
+            });
+        }
         TensorView copy = *t;
         copy.data = dst;
         resident_.emplace(t->data, std::move(copy));
@@ -278,7 +297,10 @@ CpuBackend::Path CpuBackend::prepare(Path p, const float* xs, int64_t T, int64_t
 void CpuBackend::product_rows(Path p, const TensorView& w, const float* xs, int64_t T, float* out, int64_t r0,
                               int64_t r1) {
     switch (p) {
-        case Path::IntegerDot: return matmul_q8_rows(w, act_, T, out, r0, r1, int_isa(w.dtype, T));
+        case Path::IntegerDot: {
+            const auto g = groups_.find(w.data);
+            return matmul_q8_rows(w, act_, T, out, r0, r1, int_isa(w.dtype, T), g == groups_.end() ? 1 : g->second);
+        }
         case Path::HalfX: return matvec_f16_h(w, xh_.data(), xh_scale_, out, r0, r1, float_isa_);
         case Path::Matvec: return matvec(w, xs, out, r0, r1, float_isa_);  // decode: one pass over the weights
         case Path::Tiles: break;
@@ -287,7 +309,7 @@ void CpuBackend::product_rows(Path p, const TensorView& w, const float* xs, int6
 }
 
 void CpuBackend::matmul(Buf out, Buf x, const TensorView& mapped, int64_t T) {
-    const TensorView& w = resident(mapped);
+    const TensorView& w = resident(mapped, T);
     const int64_t rows = w.rows(), cols = w.cols();
     float* o = span_of(out, T * rows, "matmul");       // [T, rows]
     const float* xs = span_of(x, T * cols, "matmul");  // [T, cols]
@@ -320,7 +342,7 @@ std::optional<CpuBackend::Path> CpuBackend::shared_path(std::initializer_list<co
 
 void CpuBackend::matmul_qkv(Buf q_out, Buf k_out, Buf v_out, Buf x, const TensorView& wq, const TensorView& wk,
                             const TensorView& wv, int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t pos0) {
-    const TensorView* w[3] = {&resident(wq), &resident(wk), &resident(wv)};
+    const TensorView* w[3] = {&resident(wq, T), &resident(wk, T), &resident(wv, T)};
     const std::optional<Path> shared = shared_path({w[0], w[1], w[2]}, T);
     if (!shared) return Backend::matmul_qkv(q_out, k_out, v_out, x, wq, wk, wv, T, n_heads, n_kv_heads, pos0);
     const Buf outs[3] = {q_out, k_out, v_out};
@@ -344,7 +366,7 @@ void CpuBackend::matmul_qkv(Buf q_out, Buf k_out, Buf v_out, Buf x, const Tensor
 
 void CpuBackend::matmul_swiglu(Buf out, Buf x, const TensorView& w1_mapped, const TensorView& w3_mapped, int64_t T,
                                Buf a_scratch, Buf b_scratch) {
-    const TensorView &w1 = resident(w1_mapped), &w3 = resident(w3_mapped);
+    const TensorView &w1 = resident(w1_mapped, T), &w3 = resident(w3_mapped, T);
     const std::optional<Path> shared = shared_path({&w1, &w3}, T);
     if (!shared || w1.rows() != w3.rows())
         return Backend::matmul_swiglu(out, x, w1_mapped, w3_mapped, T, a_scratch, b_scratch);

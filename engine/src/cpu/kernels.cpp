@@ -643,10 +643,11 @@ void matmul_rows(const TensorView& w, const float* x, int64_t T, float* out, int
 }
 
 void matmul_q8_rows(const TensorView& w, const quant::Q8Activations& x, int64_t T, float* out, int64_t r0,
-                    int64_t r1, CpuIsa isa) {
+                    int64_t r1, CpuIsa isa, int group) {
     const int64_t n = w.cols(), rows = w.rows();
     if (w.rope_heads == 0)  // rows in storage order: the whole range in one call, which prefetches as it goes
-        return quant::dot_q8_matrix(w.dtype, w.data, r0, r1, x, T, n, isa, out, rows);
+        return quant::dot_q8_matrix(w.dtype, w.data, r0, r1, x, T, n, isa, out, rows, group);
+    if (group != 1) throw Error("cpu backend: " + w.name + ": permuted rows stored in groups");
     for (int64_t r = r0; r < r1; ++r)  // rows permuted (Hugging Face wq / wk): each row a range of its own
         quant::dot_q8_matrix(w.dtype, w.row_ptr(r), 0, 1, x, T, n, isa, out + r, rows);
 }

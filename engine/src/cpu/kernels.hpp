@@ -76,9 +76,10 @@ void matmul_rows(const TensorView& w, const float* x, int64_t T, float* out, int
 
 // The integer-dot path (block types only): out[t, r] = w[r, :] . x'[t, :] for r in [r0, r1), t in [0, T), x' the
 // T token rows quantized together into x (quant::quantize_activations over T * cols). Each weight row is read
-// once and used for every token while it is in L1.                                      out: [T, rows]
+// once and used for every token while it is in L1. group > 1: w's rows are stored in groups of that many
+// (quant::interleave_rows; r0 and r1 multiples of it).                                   out: [T, rows]
 void matmul_q8_rows(const TensorView& w, const quant::Q8Activations& x, int64_t T, float* out, int64_t r0,
-                    int64_t r1, CpuIsa isa);
+                    int64_t r1, CpuIsa isa, int group = 1);
 
 // The prefill tile for CPUs with AVX-512 (kernels_avx512.cpp): out[t, r_base + j] = wblock[j, :] . x[t, :].
 namespace avx512 {

@@ -280,11 +280,43 @@ float dot_q8(DType t, const void* row, const Q8Activations& x, int64_t first, in
     }
 }
 
+int decode_group(DType t, int64_t n, CpuIsa isa) {
+    const bool grouped = t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+    return grouped && isa == CpuIsa::Avx512Vnni && n > 10240 ? kGroupRows : 1;
+}
+
+namespace {
+// The bytes of one block of type t (a K type's super-block).
+uint64_t block_bytes_of(DType t) { return dtype_bytes(t, dtype_block_size(t)); }
+}  // namespace
+
+void interleave_rows(DType t, const void* src, int64_t rows, int64_t n, int group, void* dst) {
+    if (group < 1 || rows % group != 0 || n % dtype_block_size(t) != 0)
+        throw Error("quant::interleave_rows: " + std::to_string(rows) + " rows of " + std::to_string(n) +
+                    " weights in groups of " + std::to_string(group));
+    const uint64_t bb = block_bytes_of(t), row_bytes = dtype_bytes(t, n);
+    const int64_t nb = n / dtype_block_size(t);
+    const auto* s = static_cast<const uint8_t*>(src);
+    auto* d = static_cast<uint8_t*>(dst);
+    for (int64_t g = 0; g < rows; g += group)
+        for (int i = 0; i < group; ++i)
+            for (int64_t k = 0; k < nb; ++k)
+                std::memcpy(d + g * row_bytes + (k * group + i) * bb, s + (g + i) * row_bytes + k * bb, bb);
+}
+
+void deinterleave_row(DType t, const void* src, int group, int i, int64_t n, void* dst) {
+    const uint64_t bb = block_bytes_of(t);
+    const int64_t nb = n / dtype_block_size(t);
+    for (int64_t k = 0; k < nb; ++k)
+        std::memcpy(static_cast<uint8_t*>(dst) + k * bb, static_cast<const uint8_t*>(src) + (k * group + i) * bb, bb);
+}
+
 void dot_q8_matrix(DType t, const void* base, int64_t r0, int64_t r1, const Q8Activations& x, int64_t T, int64_t n,
-                   CpuIsa isa, float* out, int64_t out_stride) {
+                   CpuIsa isa, float* out, int64_t out_stride, int group) {
     check_dot(t, x, 0, n, T * n);
-    if (r0 < 0 || r1 < r0)
-        throw Error("quant::dot_q8_matrix: rows [" + std::to_string(r0) + ", " + std::to_string(r1) + ")");
+    if (r0 < 0 || r1 < r0 || group < 1 || r0 % group != 0 || r1 % group != 0)
+        throw Error("quant::dot_q8_matrix: rows [" + std::to_string(r0) + ", " + std::to_string(r1) +
+                    ") in groups of " + std::to_string(group));
     if (T == 0 || r1 == r0) return;
     const auto* b = static_cast<const uint8_t*>(base);
     const uint64_t row_bytes = dtype_bytes(t, n);
@@ -293,20 +325,29 @@ void dot_q8_matrix(DType t, const void* base, int64_t r0, int64_t r1, const Q8Ac
     static const bool prefetch = cpu_prefetch_rows();
     static const int ahead = cpu_prefetch_ahead();
 #endif
+#ifdef STRATA_X86_KERNELS
+#define STRATA_DOT_MATRIX(set) \
+    set::dot_matrix(t, b, row_bytes, r0, r1, x, T, n, out, out_stride, prefetch, ahead, group)
+#endif
     switch (isa) {
 #ifdef STRATA_X86_KERNELS
-        case CpuIsa::Avx2: return avx2::dot_matrix(t, b, row_bytes, r0, r1, x, T, n, out, out_stride, prefetch, ahead);
-        case CpuIsa::Avx512Vnni:
-            return avx512_vnni::dot_matrix(t, b, row_bytes, r0, r1, x, T, n, out, out_stride, prefetch, ahead);
-        case CpuIsa::AvxVnni:
-            if (!avx_vnni_vex())
-                return avx_vnni_evex::dot_matrix(t, b, row_bytes, r0, r1, x, T, n, out, out_stride, prefetch, ahead);
-            return avx_vnni::dot_matrix(t, b, row_bytes, r0, r1, x, T, n, out, out_stride, prefetch, ahead);
+        case CpuIsa::Avx2: return STRATA_DOT_MATRIX(avx2);
+        case CpuIsa::Avx512Vnni: return STRATA_DOT_MATRIX(avx512_vnni);
+        case CpuIsa::AvxVnni: return avx_vnni_vex() ? STRATA_DOT_MATRIX(avx_vnni) : STRATA_DOT_MATRIX(avx_vnni_evex);
+#undef STRATA_DOT_MATRIX
 #endif
-        default:
-            for (int64_t r = r0; r < r1; ++r)
-                for (int64_t tok = 0; tok < T; ++tok)
-                    out[tok * out_stride + r] = dot_generic(t, b + r * row_bytes, x, tok * n, n);
+        default: {
+            std::vector<uint8_t> copy(group > 1 ? row_bytes : 0);  // a grouped row, copied back
+            for (int64_t r = r0; r < r1; ++r) {
+                const uint8_t* row = b + r * row_bytes;
+                if (group > 1) {
+                    deinterleave_row(t, b + (r - r % group) * row_bytes, group, static_cast<int>(r % group), n,
+                                     copy.data());
+                    row = copy.data();
+                }
+                for (int64_t tok = 0; tok < T; ++tok) out[tok * out_stride + r] = dot_generic(t, row, x, tok * n, n);
+            }
+        }
     }
 }
 
