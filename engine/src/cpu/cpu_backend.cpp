@@ -81,7 +81,9 @@ BackendInfo CpuBackend::info() const {
                 (float_isa_ != isa_ ? " (256-bit float kernels, 256-bit Q4_K / Q5_K prefill kernels)" : "") +
                 (exact_                        ? ", exact float32"
                  : isa_ == CpuIsa::Generic ? ", integer-dot for block types"
-                                               : ", integer-dot for block types, binary16 activations for F16");
+                                               : ", integer-dot for block types, binary16 activations for F16") +
+                (grouped_bytes_ > 0 ? ", wide rows in groups of " + std::to_string(quant::kGroupRows) + " for decode"
+                                    : "");
     return i;
 }
 
