@@ -731,9 +731,10 @@ TEST_CASE("the CPU backend's integer-dot path matches quant::dot_q8 and is close
     for (DType t : kTypes) matrix_equals_dot_q8(t, 3, 512, 25, rng);
     // One token (decode), seven rows in one range: still dot_q8's bits.
     for (DType t : kTypes) matrix_equals_dot_q8(t, 7, 512, 1, rng);
-    // Rows stored in groups (interleave_rows): kGroupRows of a K type in decode are what the 512-bit kernels read
-    // as one stream (decode_group); any other group, type, set or a prefill reads rows copied back. Each is still
-    // dot_q8's bits on the rows as they were. 14336 columns: ffn_down's row, whose activations overflow L1.
+    // Rows stored in groups (interleave_rows): kGroupRows of a K type in decode are what the 512-bit and 256-bit
+    // kernels read as one stream (decode_group); any other group, type, the generic kernels or a prefill read rows
+    // copied back. Each is still dot_q8's bits on the rows as they were. 14336 columns: ffn_down's row, whose
+    // activations overflow L1.
     for (DType t : kTypes)
         for (int group : {quant::kGroupRows, 2, 8})
             for (int64_t T : {1, 5}) matrix_equals_dot_q8(t, 3 * group, 768, T, rng, group);
@@ -742,7 +743,8 @@ TEST_CASE("the CPU backend's integer-dot path matches quant::dot_q8 and is close
         matrix_equals_dot_q8(t, 4 * quant::kGroupRows, 4096, 150, rng, quant::kGroupRows);  // prefill, in tiles
         CHECK(quant::decode_group(t, 14336, CpuIsa::Avx512Vnni) == quant::kGroupRows);
         CHECK(quant::decode_group(t, 4096, CpuIsa::Avx512Vnni) == 1);
-        CHECK(quant::decode_group(t, 14336, CpuIsa::Avx2) == 1);
+        CHECK(quant::decode_group(t, 14336, CpuIsa::Avx2) == quant::kGroupRows);
+        CHECK(quant::decode_group(t, 14336, CpuIsa::Generic) == 1);
     }
     {  // a range that splits a group, and groups that do not divide the rows, are refused
         std::vector<uint8_t> k4(size_t(dtype_bytes(DType::Q4_K, 8 * 256)));

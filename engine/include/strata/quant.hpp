@@ -105,12 +105,12 @@ void dot_q8_matrix(DType t, const void* base, int64_t r0, int64_t r1, const Q8Ac
                    CpuIsa isa, float* out, int64_t out_stride, int group = 1);
 
 // Rows stored in groups, block by block: block k of row i of a group at (k * group + i) block bytes from the
-// group's start, which is where the group's rows would start stored one after another. The 512-bit decode
-// kernels of Q4_K, Q5_K and Q6_K read a group of kGroupRows as one stream and load each super-block's activations
-// once for all its rows (docs/performance.md); every other kernel reads such rows copied back.
+// group's start, which is where the group's rows would start stored one after another. The x86 decode kernels
+// of Q4_K, Q5_K and Q6_K read a group of kGroupRows as one stream and take each super-block's activations once
+// from memory for all its rows (docs/performance.md); every other kernel reads such rows copied back.
 inline constexpr int kGroupRows = 4;
 // The group dot_q8_matrix's decode (one token) reads fastest for rows of n weights of type t with the kernels of
-// isa: kGroupRows for the 512-bit K-type kernels' rows of more than 10240 weights, whose activations one row at a
+// isa: kGroupRows for the x86 K-type kernels' rows of more than 10240 weights, whose activations one row at a
 // time no longer find in L1 (ffn_down's; narrower rows read 0.94-0.99x as fast in groups), else 1: rows one by one.
 int decode_group(DType t, int64_t n, CpuIsa isa);
 // The `rows` rows (a multiple of group) of n weights of type t at src, stored in groups of `group` at dst.

@@ -174,7 +174,7 @@ void CpuBackend::make_resident(const Model& model, const std::atomic<bool>* canc
         }
         std::byte* dst = memory.data() + at;
         // In parallel pieces: the first touch of each page (and its huge-page fault) spreads over the threads.
-        // Rows that decode reads faster in groups (quant::decode_group: ffn_down's wide K-type rows on AVX-512)
+        // Rows that decode reads faster in groups (quant::decode_group: ffn_down's wide K-type rows on x86)
         // are stored so, a piece of whole groups at a time; only the fast path's products read this copy.
         const int group = exact_ || t->rope_heads != 0 || dtype_bytes(t->dtype, t->numel()) != t->nbytes
                               ? 1

@@ -282,7 +282,7 @@ float dot_q8(DType t, const void* row, const Q8Activations& x, int64_t first, in
 
 int decode_group(DType t, int64_t n, CpuIsa isa) {
     const bool grouped = t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
-    return grouped && isa == CpuIsa::Avx512Vnni && n > 10240 ? kGroupRows : 1;
+    return grouped && isa != CpuIsa::Generic && n > 10240 ? kGroupRows : 1;
 }
 
 namespace {
