@@ -598,11 +598,12 @@ float half_activations(const float* x, int64_t n, std::vector<uint16_t>& xh, Cpu
 void matvec_f16_h(const TensorView& w, const uint16_t* xh, float scale, float* out, int64_t r0, int64_t r1,
                   CpuIsa isa) {
     const float unscale = 1.0f / scale;  // a power of two: exact
-    // (Not on the CPUs that prefetch whole rows for the block types, Intel, where this kernel was not measured.)
+    // The 512-bit kernel reads one row at a time, prefetching `ahead` bytes (not on the CPUs that prefetch whole
+    // rows for the block types, Intel, where it was not measured); the 256-bit one four rows at a time, without.
     static const int ahead = cpu_prefetch_ahead();
 #ifdef STRATA_HAVE_F16C
     if (isa == CpuIsa::Avx512Vnni) return avx512::matvec_f16_h(w, xh, unscale, out, r0, r1, ahead);
-    return f16c::matvec_h(w, xh, unscale, out, r0, r1, ahead);
+    return f16c::matvec_h(w, xh, unscale, out, r0, r1);
 #else
     (void)w, (void)xh, (void)unscale, (void)out, (void)r0, (void)r1, (void)isa, (void)ahead;
     throw Error("cpu backend: no binary16 activation kernel on this CPU");

@@ -43,50 +43,6 @@ void widen(const std::byte* p, float* out, int64_t n) {
     for (; i < n; ++i) out[i] = load1(p, i);
 }
 
-// Four rows at once against one x, two partial sums per row (as kernels.cpp's matvec_impl).
-void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1) {
-    const int64_t n = w.cols();
-    int64_t r = r0;
-    for (; r + 4 <= r1; r += 4) {
-        const std::byte* p[4] = {w.row_ptr(r), w.row_ptr(r + 1), w.row_ptr(r + 2), w.row_ptr(r + 3)};
-        // The next four rows, ahead of the hardware prefetcher (which stops at every 4 KiB page), spread over
-        // this block's loop: one line of each next row per line of each row read, so the requests keep pace with
-        // the reads instead of arriving in one burst (dot_q8_x86.inc prefetches a row ahead in the same way).
-        const bool prefetch = r + 8 <= r1;
-        const std::byte* ahead[4] = {};
-        if (prefetch)
-            for (int j = 0; j < 4; ++j) ahead[j] = w.row_ptr(r + 4 + j);
-        __m256 a[4], b[4];
-        for (int j = 0; j < 4; ++j) a[j] = b[j] = _mm256_setzero_ps();
-        int64_t i = 0;
-        for (; i + 16 <= n; i += 16) {
-            if (prefetch && (i & 31) == 0)
-                for (int j = 0; j < 4; ++j) __builtin_prefetch(ahead[j] + 2 * i);
-            const __m256 xa = _mm256_loadu_ps(x + i), xb = _mm256_loadu_ps(x + i + 8);
-            for (int j = 0; j < 4; ++j) {
-                a[j] = _mm256_fmadd_ps(load8(p[j], i), xa, a[j]);
-                b[j] = _mm256_fmadd_ps(load8(p[j], i + 8), xb, b[j]);
-            }
-        }
-        for (int j = 0; j < 4; ++j) {
-            float s = hsum(_mm256_add_ps(a[j], b[j]));
-            for (int64_t t = i; t < n; ++t) s += load1(p[j], t) * x[t];
-            out[r + j] = s;
-        }
-    }
-    for (; r < r1; ++r) {
-        const std::byte* p = w.row_ptr(r);
-        __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
-        int64_t i = 0;
-        for (; i + 16 <= n; i += 16) {
-            a = _mm256_fmadd_ps(load8(p, i), _mm256_loadu_ps(x + i), a);
-            b = _mm256_fmadd_ps(load8(p, i + 8), _mm256_loadu_ps(x + i + 8), b);
-        }
-        float s = hsum(_mm256_add_ps(a, b));
-        for (; i < n; ++i) s += load1(p, i) * x[i];
-        out[r] = s;
-    }
-}
 
 float to_f16(const float* x, uint16_t* h, int64_t n) {
     const __m256 sign = _mm256_set1_ps(-0.0f), inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
@@ -135,6 +91,54 @@ struct LoadF32 {
     static float load1(const void* p, int64_t i) { return static_cast<const float*>(p)[i]; }
 };
 
+// Four rows at once against one x, two partial sums per row (as kernels.cpp's matvec_impl): each 16 elements of
+// x are read, and widened where X is binary16, once for four rows. PREFETCH asks for the next four rows, ahead of
+// the hardware prefetcher (which stops at every 4 KiB page), spread over this block's loop: one line of each next
+// row per line of each row read, so the requests keep pace with the reads instead of arriving in one burst
+// (dot_q8_x86.inc prefetches a row ahead in the same way). Each sum times `unscale`.
+template <class X, bool PREFETCH>
+inline __attribute__((always_inline)) void four_rows(const TensorView& w, const void* x, float unscale, float* out,
+                                                     int64_t r0, int64_t r1) {
+    const int64_t n = w.cols();
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4) {
+        const std::byte* p[4] = {w.row_ptr(r), w.row_ptr(r + 1), w.row_ptr(r + 2), w.row_ptr(r + 3)};
+        const bool prefetch = PREFETCH && r + 8 <= r1;
+        const std::byte* ahead[4] = {};
+        if (prefetch)
+            for (int j = 0; j < 4; ++j) ahead[j] = w.row_ptr(r + 4 + j);
+        __m256 a[4], b[4];
+        for (int j = 0; j < 4; ++j) a[j] = b[j] = _mm256_setzero_ps();
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16) {
+            if (prefetch && (i & 31) == 0)
+                for (int j = 0; j < 4; ++j) __builtin_prefetch(ahead[j] + 2 * i);
+            const __m256 xa = X::load8(x, i), xb = X::load8(x, i + 8);
+            for (int j = 0; j < 4; ++j) {
+                a[j] = _mm256_fmadd_ps(load8(p[j], i), xa, a[j]);
+                b[j] = _mm256_fmadd_ps(load8(p[j], i + 8), xb, b[j]);
+            }
+        }
+        for (int j = 0; j < 4; ++j) {
+            float s = hsum(_mm256_add_ps(a[j], b[j]));
+            for (int64_t t = i; t < n; ++t) s += load1(p[j], t) * X::load1(x, t);
+            out[r + j] = s * unscale;
+        }
+    }
+    for (; r < r1; ++r) {
+        const std::byte* p = w.row_ptr(r);
+        __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16) {
+            a = _mm256_fmadd_ps(load8(p, i), X::load8(x, i), a);
+            b = _mm256_fmadd_ps(load8(p, i + 8), X::load8(x, i + 8), b);
+        }
+        float s = hsum(_mm256_add_ps(a, b));
+        for (; i < n; ++i) s += load1(p, i) * X::load1(x, i);
+        out[r] = s * unscale;
+    }
+}
+
 // One row at a time (a thread's rows are then one sequential stream), four partial sums, prefetching `ahead`
 // bytes on where > 0: weights W against x stored as X, each sum times `unscale`.
 template <class W, class X>
@@ -158,10 +162,15 @@ inline __attribute__((always_inline)) void rows(const TensorView& w, const void*
 }
 }  // namespace
 
-// x in binary16 as well.
-void matvec_h(const TensorView& w, const uint16_t* xh, float unscale, float* out, int64_t r0, int64_t r1,
-              int ahead) {
-    rows<LoadF16, LoadF16>(w, xh, unscale, out, r0, r1, ahead);
+void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1) {
+    four_rows<LoadF32, true>(w, x, 1.0f, out, r0, r1);
+}
+
+// x in binary16 as well: four rows at once, so that x is widened once per four rows (one row at a time, x's
+// widening matched the weights' and decode fell behind the memory on an AVX2 Zen 3), and no software prefetch
+// (slower there, with one row at a time too).
+void matvec_h(const TensorView& w, const uint16_t* xh, float unscale, float* out, int64_t r0, int64_t r1) {
+    four_rows<LoadF16, false>(w, xh, unscale, out, r0, r1);
 }
 
 void widen_bf16(const std::byte* p, float* out, int64_t n) {
