@@ -574,7 +574,7 @@ void matvec(const TensorView& w, const float* x, float* out, int64_t r0, int64_t
     // BF16 (Hugging Face checkpoints): the generic loop's widening compiles to 128-bit halves and stack traffic.
     static const int ahead = cpu_prefetch_ahead();
     if (w.dtype == DType::BF16 && isa == CpuIsa::Avx512Vnni) return avx512::matvec_bf16(w, x, out, r0, r1, ahead);
-    if (w.dtype == DType::BF16 && isa != CpuIsa::Generic) return f16c::matvec_bf16(w, x, out, r0, r1, ahead);
+    if (w.dtype == DType::BF16 && isa != CpuIsa::Generic) return f16c::matvec_bf16(w, x, out, r0, r1);
 #endif
     (void)isa;
     matvec_dispatch(w, x, out, r0, r1);

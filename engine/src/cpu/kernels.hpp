@@ -114,7 +114,7 @@ float to_f16(const float* x, uint16_t* h, int64_t n);  // as avx512::to_f16 / ma
 void matvec_h(const TensorView& w, const uint16_t* xh, float unscale, float* out, int64_t r0, int64_t r1);
 // BF16 weights on 8-wide vectors (AVX2): widened exactly (the bits moved into the high half), as avx512's.
 void widen_bf16(const std::byte* p, float* out, int64_t n);
-void matvec_bf16(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1, int ahead);
+void matvec_bf16(const TensorView& w, const float* x, float* out, int64_t r0, int64_t r1);
 }  // namespace f16c
 
 }  // namespace strata::cpu
