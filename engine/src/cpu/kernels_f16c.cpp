@@ -43,7 +43,6 @@ void widen(const std::byte* p, float* out, int64_t n) {
     for (; i < n; ++i) out[i] = load1(p, i);
 }
 
-
 float to_f16(const float* x, uint16_t* h, int64_t n) {
     const __m256 sign = _mm256_set1_ps(-0.0f), inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
     __m256 m = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
