@@ -555,6 +555,13 @@ TEST_CASE("activations quantize to 8-bit blocks of 32: d = max|x| / 127, q = rou
     quant::Q8Activations odd;
     quant::quantize_activations(x.data(), 96, odd);
     for (int64_t i = 0; i < 96; ++i) CHECK(odd.qk[size_t(i)] == odd.q[size_t(i < 64 ? swapped(i) : i)]);
+    // dk: d with each 8 blocks in the order 0, 2, 4, 6, 1, 3, 5, 7 (the 256-bit K kernels' scale order); a last
+    // part of 8 as it is (40 blocks: five whole parts; 3 blocks: one part of 3).
+    const int order[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+    REQUIRE(a.dk.size() == a.d.size());
+    for (int64_t k = 0; k < n / 32; ++k) CHECK(a.dk[size_t(k)] == a.d[size_t(k - k % 8 + order[k % 8])]);
+    REQUIRE(odd.dk.size() == 3);
+    for (int k = 0; k < 3; ++k) CHECK(odd.dk[size_t(k)] == odd.d[size_t(k)]);
     // The rounding error is at most half a level per element: relative RMS ~0.3% for gaussian blocks.
     std::vector<float> y(x.size());
     for (int64_t i = 0; i < n; ++i) y[size_t(i)] = a.d[size_t(i / 32)] * float(a.q[size_t(i)]);

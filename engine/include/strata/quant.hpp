@@ -84,6 +84,8 @@ struct Q8Activations {
                                  // 48-63), so that a 256-bit Q4_K / Q5_K kernel's 16-byte halves pair two blocks
     CacheLineVector<int8_t> qv;  // [n]: q with the quarters of 16 of each 128 in the order 0, 4, 2, 6, 1, 5, 3, 7,
                                  // the order of the 512-bit Q4_K / Q5_K kernels' interleaved sub-blocks
+    CacheLineVector<float> dk;   // [n / 32]: d with each 8 in the order 0, 2, 4, 6, 1, 3, 5, 7 (a last part of 8
+                                 // as it is), the 256-bit Q4_K / Q5_K kernels' order of a super-block's scales
 };
 
 // Quantizes x[0..n) (n a multiple of 32) into `out`, reusing its storage. Non-finite x gives non-finite d.

@@ -25,6 +25,9 @@ namespace strata::quant {
 
 namespace {
 
+// Q8Activations::dk's order of the eight blocks of a super-block, the 256-bit K kernels' order of its scales.
+constexpr int kPairOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+
 // ---------- generic kernels ----------
 
 int dot_levels(const uint8_t* u, const int8_t* s, int n) {  // n unsigned levels times n signed activations
@@ -248,6 +251,11 @@ void quantize_activations(const float* x, int64_t n, Q8Activations& out) {
         const int64_t m = std::min<int64_t>(128, n - i);  // a last 32, 64 or 96 stays as it is
         for (int64_t j = 0; j < m / 16; ++j)
             std::memcpy(out.qv.data() + i + 16 * j, out.q.data() + i + 16 * (m == 128 ? kQuarters[j] : j), 16);
+    }
+    out.dk.resize(out.d.size());
+    for (size_t k = 0; k < out.d.size(); k += 8) {
+        const size_t m = std::min<size_t>(8, out.d.size() - k);  // a last part of 8 stays as it is
+        for (size_t j = 0; j < m; ++j) out.dk[k + j] = out.d[k + (m == 8 ? size_t(kPairOrder[j]) : j)];
     }
     out.d8.resize(static_cast<size_t>(n / 32 * 8));
     for (size_t k = 0; k < out.d.size(); ++k)
