@@ -587,6 +587,41 @@ TEST_CASE("activations quantize to 8-bit blocks of 32: d = max|x| / 127, q = rou
     CHECK(a.d[2] == 1.0f / 127.0f);
     CHECK(std::isnan(a.d[3]));
     CHECK(std::isnan(a.sum32[0]));
+    // Ties round to even (the levels of 0.5, 1.5, 2.5, ... with amax 127: d = 1, x / d exactly halfway).
+    quant::Q8Activations t8;
+    std::vector<float> ties(32);
+    for (int i = 0; i < 32; ++i) ties[size_t(i)] = (i % 2 ? -1.0f : 1.0f) * (float(i) + 0.5f);
+    ties[31] = 127.0f;
+    quant::quantize_activations(ties.data(), 32, t8);
+    REQUIRE(t8.d[0] == 1.0f);
+    for (int i = 0; i < 31; ++i) {
+        INFO("element " << i);
+        CHECK(t8.q[size_t(i)] == (i % 2 ? -(i + 1) : i));  // i + 0.5 to the even one of i and i + 1
+    }
+    // Blocks so small that 127 / max|x| overflows (max|x| below ~2.7e-37, down to subnormals): the levels are
+    // x / d rounded and clamped to +-127 (d is then subnormal, a few bits), the sums exact; a d that rounds to 0
+    // leaves levels of 0. (x * inf used to give levels of 0 and an int sum that overflowed.)
+    for (float scale : {1e-38f, 1e-40f, 1e-42f, 1e-44f}) {
+        std::vector<float> tiny = gaussian(64, rng);
+        for (float& v : tiny) v *= scale;
+        quant::quantize_activations(tiny.data(), 64, t8);
+        for (int k = 0; k < 2; ++k) {
+            float amax = 0;
+            for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(tiny[size_t(32 * k + i)]));
+            const float d = t8.d[size_t(k)];
+            INFO("scale " << scale << ", block " << k << ", d " << d);
+            REQUIRE(d == amax / 127.0f);
+            int sum = 0;
+            for (int i = 0; i < 32; ++i) {
+                const int q = t8.q[size_t(32 * k + i)];
+                const float want = d > 0 ? std::clamp(tiny[size_t(32 * k + i)] / d, -127.0f, 127.0f) : 0.0f;
+                sum += q;
+                CHECK(std::fabs(float(q) - want) <= 0.5f);
+            }
+            CHECK(t8.sum32[size_t(k)] == d * float(sum));
+            if (d > 0) CHECK(std::count(t8.q.begin() + 32 * k, t8.q.begin() + 32 * k + 32, int8_t(0)) < 32);
+        }
+    }
     std::vector<float> ones(128, 0.5f);
     std::vector<uint8_t> row(size_t(dtype_bytes(DType::Q8_0, 128)));
     quant::quantize(DType::Q8_0, ones.data(), row.data(), 128);
