@@ -598,7 +598,7 @@ TEST_CASE("activations quantize to 8-bit blocks of 32: d = max|x| / 127, q = rou
         INFO("element " << i);
         CHECK(t8.q[size_t(i)] == (i % 2 ? -(i + 1) : i));  // i + 0.5 to the even one of i and i + 1
     }
-    // Blocks so small that 127 / max|x| overflows (max|x| below ~2.7e-37, down to subnormals): the levels are
+    // Blocks so small that 127 / max|x| overflows (max|x| below ~3.7e-37, down to subnormals): the levels are
     // x / d rounded and clamped to +-127 (d is then subnormal, a few bits), the sums exact; a d that rounds to 0
     // leaves levels of 0. (x * inf used to give levels of 0 and an int sum that overflowed.)
     for (float scale : {1e-38f, 1e-40f, 1e-42f, 1e-44f}) {

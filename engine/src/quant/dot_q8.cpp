@@ -135,7 +135,7 @@ STRATA_SIMD_CLONES void quantize_blocks(const float* x, int64_t nb, int8_t* q, f
             continue;
         }
         const float dk = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
-        // amax so small (below ~3e-37) that 127 / amax overflows: x / dk instead of x * inf (whose infinities and
+        // amax so small (below ~3.7e-37) that 127 / amax overflows: x / dk instead of x * inf (whose infinities and
         // NaNs became levels of 0 and an int overflow in the sum), clamped, as dk is then a subnormal.
         const bool tiny = !std::isfinite(inv);
         int sum = 0;
