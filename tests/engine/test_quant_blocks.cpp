@@ -632,6 +632,46 @@ TEST_CASE("activations quantize to 8-bit blocks of 32: d = max|x| / 127, q = rou
     }
 }
 
+TEST_CASE("every instruction set quantizes activations to the same bytes", "[quant][q8]") {
+    // Blocks of every kind, magnitudes from subnormal to near FLT_MAX, exact ties, NaN and infinities: the AVX2
+    // loop must give the generic one's levels, scales and sums bit for bit (the kernels and the documented error
+    // of the integer-dot path assume one quantization).
+    std::mt19937 rng(29);
+    const int64_t n = 32 * 3000;
+    std::vector<float> x = activation_blocks(n, rng);
+    std::uniform_real_distribution<float> exponent(-44.0f, 38.0f);
+    for (int64_t k = 0; k < n / 32; k += 3) {
+        const float scale = std::pow(10.0f, exponent(rng));
+        for (int i = 0; i < 32; ++i) x[size_t(32 * k + i)] *= scale;  // some overflow to +-inf: their own case
+    }
+    for (int64_t k = 1; k < n / 32; k += 7) {  // exact ties: max|x| = 127, so x / d = x
+        for (int i = 0; i < 31; ++i) x[size_t(32 * k + i)] = float(int(rng() % 253) - 126) + 0.5f;
+        x[size_t(32 * k + 31)] = 127.0f;
+    }
+    x[size_t(32 * 11 + 4)] = std::numeric_limits<float>::quiet_NaN();
+    x[size_t(32 * 12 + 9)] = -std::numeric_limits<float>::infinity();
+    x[size_t(32 * 13 + 0)] = 3e38f;
+    const auto bytes = [](const auto& v) {
+        const auto* p = reinterpret_cast<const uint8_t*>(v.data());
+        return std::vector<uint8_t>(p, p + v.size() * sizeof(v[0]));
+    };
+    quant::Q8Activations want, got;
+    quant::quantize_activations(x.data(), n, want, CpuIsa::Generic);
+    for (CpuIsa isa : supported_cpu_isas()) {
+        INFO(cpu_isa_name(isa));
+        quant::quantize_activations(x.data(), n, got, isa);
+        CHECK(bytes(got.q) == bytes(want.q));
+        CHECK(bytes(got.d) == bytes(want.d));
+        CHECK(bytes(got.sum32) == bytes(want.sum32));
+        CHECK(bytes(got.pair32) == bytes(want.pair32));
+        CHECK(bytes(got.qu) == bytes(want.qu));
+        CHECK(bytes(got.qk) == bytes(want.qk));
+        CHECK(bytes(got.qv) == bytes(want.qv));
+        CHECK(bytes(got.dk) == bytes(want.dk));
+        CHECK(bytes(got.d8) == bytes(want.d8));
+    }
+}
+
 // The same quantized math, written out in double: sum over weights of the reference decoder's w[i] (the scalar
 // decoder at the top of this file) times the dequantized activation d[i / 32] * q[i]. Every ISA's kernel sums the
 // integer products exactly, so the only differences left are float32 roundings of the scale products and of the

@@ -89,7 +89,8 @@ struct Q8Activations {
 };
 
 // Quantizes x[0..n) (n a multiple of 32) into `out`, reusing its storage. Non-finite x gives non-finite d.
-void quantize_activations(const float* x, int64_t n, Q8Activations& out);
+// Every instruction set gives the same values (any but Generic: an AVX2 loop); the CPU must support `isa`.
+void quantize_activations(const float* x, int64_t n, Q8Activations& out, CpuIsa isa = best_cpu_isa());
 
 // sum_i w[i] * x'[i] for the n weights of `row` (Q8_0, Q4_0, Q4_K, Q5_K or Q6_K) against x' = x[first, first + n)
 // (first a multiple of the type's block size, 32 or 256: several token rows quantized together; the K kernels

@@ -288,7 +288,7 @@ CpuBackend::Path CpuBackend::path_of(const TensorView& w, int64_t T) const {
 }
 
 CpuBackend::Path CpuBackend::prepare(Path p, const float* xs, int64_t T, int64_t cols) {
-    if (p == Path::IntegerDot) quant::quantize_activations(xs, T * cols, act_);  // all T rows at once
+    if (p == Path::IntegerDot) quant::quantize_activations(xs, T * cols, act_, isa_);  // all T rows at once
     if (p == Path::HalfX) {
         xh_scale_ = half_activations(xs, cols, xh_, float_isa_);
         if (xh_scale_ <= 0) return Path::Matvec;  // Inf or NaN in x, or no binary16 kernel: the exact product

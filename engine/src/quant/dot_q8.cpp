@@ -272,7 +272,7 @@ bool has_integer_dot(DType t) {
 // Q8Activations::qv's order of the quarters of 16 in each 128.
 constexpr int kQuarters[8] = {0, 4, 2, 6, 1, 5, 3, 7};
 
-void quantize_activations(const float* x, int64_t n, Q8Activations& out) {
+void quantize_activations(const float* x, int64_t n, Q8Activations& out, CpuIsa isa) {
     if (n < 0 || n % 32 != 0)
         throw Error("quant::quantize_activations: " + std::to_string(n) + " is not a multiple of 32");
     out.n = n;
@@ -282,11 +282,12 @@ void quantize_activations(const float* x, int64_t n, Q8Activations& out) {
     out.pair32.resize(static_cast<size_t>(n / 2));
     out.qu.resize(static_cast<size_t>(n));
 #ifdef STRATA_X86_KERNELS
-    static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (avx2)
+    if (isa != CpuIsa::Generic)  // every x86 set has AVX2
         quantize_blocks_avx2(x, n / 32, out.q.data(), out.d.data(), out.sum32.data(), out.pair32.data(),
                              out.qu.data());
     else
+#else
+    (void)isa;
 #endif
         quantize_blocks(x, n / 32, out.q.data(), out.d.data(), out.sum32.data(), out.pair32.data(),
                         out.qu.data());
